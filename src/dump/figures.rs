@@ -1,0 +1,154 @@
+//! Holes and the derived figures of one memory, exactly as docs/FORMAT.md defines them.
+//!
+//! Everything here works on sorted, half-open byte ranges: merge them into their union, take the
+//! gaps of a union inside `[0, capacity)`, add up lengths. The importer stores the results, so the
+//! SQL views never recompute them.
+
+use super::model::{Memory, Range, State};
+
+/// The derived figures of one memory in one snapshot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemoryFigures {
+    pub capacity: u64,
+    pub allocation_count: u64,
+    /// Sum of allocation sizes, overlapping bytes counted once.
+    pub used_bytes: u64,
+    /// Sum of hole sizes.
+    pub free_bytes: u64,
+    pub hole_count: u64,
+    pub largest_hole: u64,
+    /// `1 - largest_hole / free_bytes`, 0 when nothing is free.
+    pub fragmentation: f64,
+    /// Sum of sizes of `collectable` and `pending_free` allocations.
+    pub reclaimable_bytes: u64,
+    /// The largest hole that collecting everything and finishing pending releases could produce.
+    pub largest_reclaimable: u64,
+    /// `capacity - used - free` when the dump lists holes, else 0.
+    pub unaccounted_bytes: u64,
+}
+
+/// The union of `ranges` as sorted, disjoint, non-touching ranges.
+pub fn merge(ranges: impl IntoIterator<Item = Range>) -> Vec<Range> {
+    let mut sorted: Vec<Range> = ranges.into_iter().filter(|range| range.size > 0).collect();
+    sorted.sort_unstable();
+    let mut merged: Vec<Range> = Vec::with_capacity(sorted.len());
+    for range in sorted {
+        match merged.last_mut() {
+            Some(last) if range.offset <= last.end() => {
+                let end = last.end().max(range.end());
+                last.size = end - last.offset;
+            }
+            _ => merged.push(range),
+        }
+    }
+    merged
+}
+
+/// The parts of `[0, capacity)` that a merged (sorted, disjoint) list of ranges leaves uncovered.
+pub fn gaps(merged: &[Range], capacity: u64) -> Vec<Range> {
+    let mut gaps = Vec::with_capacity(merged.len() + 1);
+    let mut cursor = 0;
+    for range in merged {
+        if range.offset > cursor {
+            gaps.push(Range { offset: cursor, size: range.offset - cursor });
+        }
+        cursor = cursor.max(range.end());
+    }
+    if capacity > cursor {
+        gaps.push(Range { offset: cursor, size: capacity - cursor });
+    }
+    gaps
+}
+
+/// The memory's holes: its listed free list, or else the gaps no allocation of any state covers.
+pub fn holes(memory: &Memory) -> Vec<Range> {
+    match &memory.listed_holes {
+        Some(listed) => listed.clone(),
+        None => gaps(&merge(memory.allocations.iter().map(|allocation| allocation.range())), memory.capacity),
+    }
+}
+
+/// Byte ranges held by nothing: neither an allocation nor a listed hole (empty when holes are derived).
+pub fn unaccounted(memory: &Memory) -> Vec<Range> {
+    match &memory.listed_holes {
+        Some(listed) => gaps(
+            &merge(memory.allocations.iter().map(|allocation| allocation.range()).chain(listed.iter().copied())),
+            memory.capacity,
+        ),
+        None => Vec::new(),
+    }
+}
+
+/// Ranges that neither garbage collection nor pending releases can free: `valid` and
+/// `pending_alloc` allocations, and unaccounted bytes. Merged and sorted.
+pub fn unmovable(memory: &Memory) -> Vec<Range> {
+    merge(
+        memory
+            .allocations
+            .iter()
+            .filter(|allocation| allocation.state.blocks_reuse())
+            .map(|allocation| allocation.range())
+            .chain(unaccounted(memory)),
+    )
+}
+
+fn total(ranges: &[Range]) -> u64 {
+    ranges.iter().map(|range| range.size).sum()
+}
+
+fn largest(ranges: &[Range]) -> u64 {
+    ranges.iter().map(|range| range.size).max().unwrap_or(0)
+}
+
+/// The figures of `memory`, given its `holes` (from [`holes`]).
+pub fn figures(memory: &Memory, holes: &[Range]) -> MemoryFigures {
+    let used_bytes = total(&merge(memory.allocations.iter().map(|allocation| allocation.range())));
+    let free_bytes = total(holes);
+    let largest_hole = largest(holes);
+    let fragmentation = if free_bytes == 0 { 0.0 } else { 1.0 - largest_hole as f64 / free_bytes as f64 };
+    let reclaimable_bytes = memory
+        .allocations
+        .iter()
+        .filter(|allocation| matches!(allocation.state, State::Collectable | State::PendingFree))
+        .map(|allocation| allocation.size)
+        .sum();
+    let largest_reclaimable = largest(&gaps(&unmovable(memory), memory.capacity));
+    let unaccounted_bytes = match memory.listed_holes {
+        Some(_) => memory.capacity.saturating_sub(used_bytes).saturating_sub(free_bytes),
+        None => 0,
+    };
+    MemoryFigures {
+        capacity: memory.capacity,
+        allocation_count: memory.allocations.len() as u64,
+        used_bytes,
+        free_bytes,
+        hole_count: holes.len() as u64,
+        largest_hole,
+        fragmentation,
+        reclaimable_bytes,
+        largest_reclaimable,
+        unaccounted_bytes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(offset: u64, size: u64) -> Range {
+        Range { offset, size }
+    }
+
+    #[test]
+    fn merge_joins_overlapping_and_touching_ranges() {
+        let merged = merge([range(10, 5), range(0, 4), range(4, 2), range(12, 10), range(30, 1)]);
+        assert_eq!(merged, vec![range(0, 6), range(10, 12), range(30, 1)]);
+    }
+
+    #[test]
+    fn gaps_cover_the_rest_of_the_memory() {
+        assert_eq!(gaps(&[range(2, 3), range(7, 1)], 10), vec![range(0, 2), range(5, 2), range(8, 2)]);
+        assert_eq!(gaps(&[], 10), vec![range(0, 10)]);
+        assert_eq!(gaps(&[range(0, 10)], 10), vec![]);
+    }
+}

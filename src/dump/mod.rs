@@ -1,0 +1,45 @@
+//! The dump format v1: the validated model, the reader of files and streams, the checks, and the
+//! holes and figures derived from a memory. docs/FORMAT.md is the contract this module implements.
+
+pub mod figures;
+pub mod model;
+pub mod parse;
+pub mod read;
+
+use std::hash::Hash;
+
+use xxhash_rust::xxh3::Xxh3;
+
+pub use figures::MemoryFigures;
+pub use model::*;
+pub use parse::{parse_document, parse_dump, Options, FORMAT_VERSION};
+
+/// A validated dump with everything the importer stores beside it, computed off the writer's thread.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub dump: Dump,
+    /// Per memory, in the order of `dump.memories`: its holes, sorted by offset.
+    pub holes: Vec<Vec<Range>>,
+    /// Per memory: its derived figures.
+    pub figures: Vec<MemoryFigures>,
+    /// A digest of the dump's content (not its bytes): the same dump written with or without
+    /// interned strings, compressed or not, gets the same digest.
+    pub digest: [u8; 16],
+}
+
+/// Derive holes, figures and the content digest of a validated dump.
+pub fn prepare(dump: Dump) -> Prepared {
+    let holes: Vec<Vec<Range>> = dump.memories.iter().map(figures::holes).collect();
+    let figures = dump.memories.iter().zip(&holes).map(|(memory, holes)| figures::figures(memory, holes)).collect();
+    let digest = content_digest(&dump);
+    Prepared { dump, holes, figures, digest }
+}
+
+/// The content digest of a dump. It feeds the model's derived `Hash` (field by field, lengths
+/// first) into XXH3-128; strings are interned in order of first use, so the digest does not depend
+/// on whether or how the file interned them.
+pub fn content_digest(dump: &Dump) -> [u8; 16] {
+    let mut hasher = Xxh3::new();
+    dump.hash(&mut hasher);
+    hasher.digest128().to_le_bytes()
+}

@@ -1,0 +1,236 @@
+//! The validated, in-memory form of one dump (format v1) and of one annotations file.
+//!
+//! A [`Dump`] only exists once every rule of docs/FORMAT.md holds: ids are canonical `u64`s, string
+//! values are resolved, sizes fit in `i64`. Strings are interned per dump into [`Dump::strings`] and
+//! referred to by [`Sym`], so that the importer maps each distinct string to a database id once per
+//! dump instead of once per allocation. Allocations of each memory are sorted by offset.
+
+use std::fmt;
+
+/// An index into the dump's own string table ([`Dump::strings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Sym(pub u32);
+
+/// The state of an allocation (see docs/FORMAT.md, "States").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum State {
+    Valid,
+    Collectable,
+    PendingFree,
+    PendingAlloc,
+}
+
+impl State {
+    pub const ALL: [State; 4] = [State::Valid, State::Collectable, State::PendingFree, State::PendingAlloc];
+
+    /// The name used in dumps and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Valid => "valid",
+            State::Collectable => "collectable",
+            State::PendingFree => "pending_free",
+            State::PendingAlloc => "pending_alloc",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<State> {
+        State::ALL.into_iter().find(|state| state.as_str() == text)
+    }
+
+    /// Whether garbage collection plus the pending releases could never free these bytes.
+    pub fn blocks_reuse(self) -> bool {
+        matches!(self, State::Valid | State::PendingAlloc)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a snapshot was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    Periodic,
+    Oom,
+    Request,
+    Exit,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 4] = [Reason::Periodic, Reason::Oom, Reason::Request, Reason::Exit];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Periodic => "periodic",
+            Reason::Oom => "oom",
+            Reason::Request => "request",
+            Reason::Exit => "exit",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|reason| reason.as_str() == text)
+    }
+}
+
+/// A half-open byte range `[offset, offset + size)` inside a memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Range {
+    pub offset: u64,
+    pub size: u64,
+}
+
+impl Range {
+    pub fn end(self) -> u64 {
+        // Validation guarantees offset + size <= capacity < 2^63, so this cannot overflow.
+        self.offset + self.size
+    }
+}
+
+/// One dump: a point in time of all memories of one node of a run.
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Dump {
+    pub version: u32,
+    /// The dump's strings, each once; every [`Sym`] below indexes this table.
+    pub strings: Vec<String>,
+    /// `name version (commit)` of the runtime that wrote it, when given.
+    pub producer: Option<Sym>,
+    pub run: Run,
+    pub snapshot: Snapshot,
+    pub objects: Vec<Object>,
+    pub memories: Vec<Memory>,
+}
+
+impl Dump {
+    /// The text of an interned string.
+    pub fn text(&self, sym: Sym) -> &str {
+        // Syms are only created by the parser, which pushes the string first.
+        self.strings.get(sym.0 as usize).map(String::as_str).unwrap_or("")
+    }
+
+    /// Total number of allocations over all memories.
+    pub fn allocation_count(&self) -> usize {
+        self.memories.iter().map(|memory| memory.allocations.len()).sum()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Run {
+    pub id: String,
+    pub node: i64,
+    pub node_count: Option<i64>,
+    pub host: Option<String>,
+    pub pid: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Snapshot {
+    pub seq: i64,
+    pub time_ns: i64,
+    pub wall_time: Option<String>,
+    pub reason: Reason,
+    pub note: Option<Sym>,
+}
+
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Memory {
+    pub id: u64,
+    pub kind: Sym,
+    pub name: Option<Sym>,
+    pub capacity: u64,
+    pub alignment: Option<u64>,
+    /// Sorted by (offset, size, uid).
+    pub allocations: Vec<Allocation>,
+    /// The allocator's own free list, sorted by offset, when the dump lists one.
+    pub listed_holes: Option<Vec<Range>>,
+    pub failed_requests: Vec<FailedRequest>,
+}
+
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Allocation {
+    pub uid: u64,
+    pub handle: Option<u64>,
+    pub kind: Sym,
+    pub state: State,
+    pub offset: u64,
+    pub size: u64,
+    pub alignment: Option<u64>,
+    pub created_ns: Option<i64>,
+    pub provenance: Option<Sym>,
+    pub label: Option<Sym>,
+    pub gc_priority: Option<i64>,
+    pub fields: Vec<Field>,
+    /// Free-form attributes as canonical JSON text (keys sorted), when given.
+    pub attrs: Option<String>,
+}
+
+impl Allocation {
+    pub fn range(&self) -> Range {
+        Range { offset: self.offset, size: self.size }
+    }
+}
+
+/// Which client object one field of an allocation holds.
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Field {
+    pub id: i64,
+    pub size: Option<u64>,
+    pub object: Sym,
+}
+
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct FailedRequest {
+    pub size: u64,
+    pub alignment: Option<u64>,
+    pub kind: Option<Sym>,
+    pub provenance: Option<Sym>,
+    pub time_ns: Option<i64>,
+    pub note: Option<Sym>,
+}
+
+/// A client-level object (a Legate store, say) that allocations' fields refer to.
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Object {
+    pub id: Sym,
+    pub kind: Option<Sym>,
+    pub name: Option<Sym>,
+    /// The shape as JSON text (`[300,150]`), when given.
+    pub shape: Option<String>,
+    pub dtype: Option<Sym>,
+    pub transform: Option<Sym>,
+    pub partition: Option<Sym>,
+    pub provenance: Option<Sym>,
+    pub attrs: Option<String>,
+}
+
+/// A side annotations file: client objects and allocation links joined to a run by `uid`.
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Annotations {
+    pub version: u32,
+    pub strings: Vec<String>,
+    pub run_id: String,
+    pub objects: Vec<Object>,
+    pub links: Vec<Link>,
+}
+
+/// One (allocation, field, object) link of an annotations file.
+#[derive(Debug, Clone, PartialEq, Hash)]
+pub struct Link {
+    pub uid: u64,
+    pub field: Option<i64>,
+    pub object: Sym,
+}
+
+/// Either kind of document a reader may meet.
+#[derive(Debug, Clone)]
+pub enum Document {
+    Dump(Box<Dump>),
+    Annotations(Box<Annotations>),
+}
+
+/// The canonical text form of an id: `0x` and 16 lowercase hex digits.
+pub fn format_id(id: u64) -> String {
+    format!("0x{id:016x}")
+}

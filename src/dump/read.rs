@@ -1,0 +1,244 @@
+//! Finding dumps on disk and cutting them into records, one dump in memory at a time.
+//!
+//! An input is a file, a folder (walked recursively in sorted order) or `-` for standard input.
+//! Compression is recognised by its magic bytes (gzip, including appended members, and zstd), so a
+//! misnamed file still reads. The form comes from the name: `*.json[.gz|.zst]` is one document,
+//! `*.ndjson`/`*.jsonl[.gz|.zst]` is a stream with one dump per line; standard input and files with
+//! another name are sniffed (a first line that is a whole JSON value means a stream).
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// How the records of an input are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// One JSON document (a `.json` file).
+    Document,
+    /// Newline-delimited JSON, one document per line (`.ndjson`, `.jsonl`).
+    Stream,
+    /// Not known from the name: decided from the content.
+    Sniff,
+}
+
+/// One input to read: a file, or standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Input {
+    /// `None` for standard input.
+    pub path: Option<PathBuf>,
+    /// How the user sees it: the path as given or found, or `-`.
+    pub display: String,
+    pub form: Form,
+}
+
+/// What expanding the user's paths found.
+#[derive(Debug, Default)]
+pub struct Expanded {
+    pub inputs: Vec<Input>,
+    /// Paths that could not be read at all (missing, unreadable folders).
+    pub errors: Vec<Error>,
+    /// Files inside folders whose names are not those of dumps, skipped.
+    pub ignored_files: u64,
+}
+
+/// The form a file name announces, or `None` when the name is not that of a dump.
+pub fn form_from_name(name: &str) -> Option<Form> {
+    let name = name.to_ascii_lowercase();
+    let base = name.strip_suffix(".gz").or_else(|| name.strip_suffix(".zst")).unwrap_or(&name);
+    if base.ends_with(".json") {
+        Some(Form::Document)
+    } else if base.ends_with(".ndjson") || base.ends_with(".jsonl") {
+        Some(Form::Stream)
+    } else {
+        None
+    }
+}
+
+/// Expand files, folders and `-` into the inputs to read, in a stable order.
+pub fn expand(paths: &[String]) -> Expanded {
+    let mut expanded = Expanded::default();
+    for given in paths {
+        if given == "-" {
+            expanded.inputs.push(Input { path: None, display: "-".to_string(), form: Form::Sniff });
+            continue;
+        }
+        let path = PathBuf::from(given);
+        match std::fs::metadata(&path) {
+            Ok(metadata) if metadata.is_dir() => walk(&path, &mut expanded),
+            Ok(_) => {
+                let form = form_from_name(given).unwrap_or(Form::Sniff);
+                expanded.inputs.push(Input { path: Some(path), display: given.clone(), form });
+            }
+            Err(error) => expanded.errors.push(Error::Read { file: given.clone(), message: describe_io(&error) }),
+        }
+    }
+    expanded
+}
+
+fn walk(folder: &Path, expanded: &mut Expanded) {
+    let entries = match std::fs::read_dir(folder) {
+        Ok(entries) => entries,
+        Err(error) => {
+            expanded.errors.push(Error::Read { file: folder.display().to_string(), message: describe_io(&error) });
+            return;
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|entry| entry.ok().map(|entry| entry.path())).collect();
+    paths.sort();
+    for path in paths {
+        if path.is_dir() {
+            walk(&path, expanded);
+            continue;
+        }
+        let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+        match form_from_name(&name) {
+            Some(form) => expanded.inputs.push(Input { display: path.display().to_string(), path: Some(path), form }),
+            None => expanded.ignored_files += 1,
+        }
+    }
+}
+
+fn describe_io(error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::NotFound => "no such file or folder".to_string(),
+        io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => error.to_string(),
+    }
+}
+
+/// The JSON text of one dump (or annotations file) and where it came from.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// The file, with `:LINE` for a line of a stream.
+    pub source: String,
+    pub text: Vec<u8>,
+}
+
+/// Wrap `reader` in the decompressor its first bytes call for.
+fn decompress(mut reader: BufReader<Box<dyn Read + Send>>) -> io::Result<Box<dyn BufRead + Send>> {
+    let magic = reader.fill_buf()?;
+    if magic.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader))))
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Ok(Box::new(BufReader::new(zstd::stream::read::Decoder::with_buffer(reader)?)))
+    } else {
+        Ok(Box::new(reader))
+    }
+}
+
+/// The records of one input, read lazily.
+pub struct Records {
+    reader: Box<dyn BufRead + Send>,
+    display: String,
+    form: Form,
+    line: u64,
+    done: bool,
+    /// A first line read while sniffing, not yet handed out.
+    pending: Option<Vec<u8>>,
+}
+
+/// Open an input for reading its records.
+pub fn open(input: &Input) -> Result<Records> {
+    let raw: Box<dyn Read + Send> = match &input.path {
+        Some(path) => Box::new(
+            File::open(path).map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?,
+        ),
+        None => Box::new(io::stdin()),
+    };
+    let reader = decompress(BufReader::with_capacity(1 << 16, raw))
+        .map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?;
+    Ok(Records { reader, display: input.display.clone(), form: input.form, line: 0, done: false, pending: None })
+}
+
+impl Records {
+    fn read_error(&mut self, place: &str, error: io::Error) -> Error {
+        self.done = true;
+        let message = match error.kind() {
+            io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof => {
+                format!("corrupt or truncated compressed data: {error}")
+            }
+            _ => describe_io(&error),
+        };
+        Error::Read { file: format!("{}{place}", self.display), message }
+    }
+
+    /// The next non-blank line, with its line number.
+    fn next_line(&mut self) -> Option<Result<(u64, Vec<u8>)>> {
+        loop {
+            let mut line = Vec::new();
+            match self.reader.read_until(b'\n', &mut line) {
+                Ok(0) => {
+                    self.done = true;
+                    return None;
+                }
+                Ok(_) => {
+                    self.line += 1;
+                    if !line.iter().all(u8::is_ascii_whitespace) {
+                        return Some(Ok((self.line, line)));
+                    }
+                }
+                Err(error) => {
+                    let place = format!(":{}", self.line + 1);
+                    return Some(Err(self.read_error(&place, error)));
+                }
+            }
+        }
+    }
+
+    fn whole(&mut self, mut text: Vec<u8>) -> Option<Result<Record>> {
+        self.done = true;
+        match self.reader.read_to_end(&mut text) {
+            Ok(_) => Some(Ok(Record { source: self.display.clone(), text })),
+            Err(error) => Some(Err(self.read_error("", error))),
+        }
+    }
+}
+
+impl Iterator for Records {
+    type Item = Result<Record>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.form {
+            Form::Document => self.whole(Vec::new()),
+            Form::Stream => {
+                if let Some(text) = self.pending.take() {
+                    return Some(Ok(Record { source: format!("{}:{}", self.display, self.line), text }));
+                }
+                match self.next_line()? {
+                    Ok((line, text)) => Some(Ok(Record { source: format!("{}:{line}", self.display), text })),
+                    Err(error) => Some(Err(error)),
+                }
+            }
+            Form::Sniff => {
+                let first = match self.next_line() {
+                    None => {
+                        // Nothing but blank lines: hand the (empty) document to the parser to refuse.
+                        return Some(Ok(Record { source: self.display.clone(), text: Vec::new() }));
+                    }
+                    Some(Err(error)) => return Some(Err(error)),
+                    Some(Ok((_, text))) => text,
+                };
+                let whole_value = match serde_json::from_slice::<serde::de::IgnoredAny>(&first) {
+                    Ok(_) => true,
+                    Err(error) => !error.is_eof(),
+                };
+                if whole_value {
+                    self.form = Form::Stream;
+                    self.pending = Some(first);
+                    self.next()
+                } else {
+                    // Keep the blank lines skipped before it, so syntax errors name the right line.
+                    self.form = Form::Document;
+                    let mut text = vec![b'\n'; self.line.saturating_sub(1) as usize];
+                    text.extend_from_slice(&first);
+                    self.whole(text)
+                }
+            }
+        }
+    }
+}

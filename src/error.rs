@@ -1,0 +1,77 @@
+//! The library's error type.
+//!
+//! Every error knows where it happened in a way a user can act on: the file (and the line of a
+//! stream), the place inside the dump (a JSON path such as `memories[1].allocations[42].size`, or
+//! `line 3, column 17` for a syntax error), and what was wrong. The binary prints
+//! `error: <file>: <place>: <what>` and maps [`Error::exit_code`] to the process status.
+
+use std::fmt;
+
+/// Where in the input an error was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The file as the user named it (`-` for standard input), with `:LINE` for a stream record.
+    pub file: String,
+    /// The JSON path inside the dump, or `line L, column C` for a syntax error; empty for the whole file.
+    pub place: String,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.place.is_empty() {
+            write!(f, "{}", self.file)
+        } else {
+            write!(f, "{}: {}", self.file, self.place)
+        }
+    }
+}
+
+/// Everything that can go wrong in the library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input (a dump, an annotations file, a stream record) was refused.
+    #[error("{location}: {message}")]
+    Input { location: Location, message: String },
+
+    /// An input could not be read at all (missing file, permission, corrupt compression).
+    #[error("{file}: {message}")]
+    Read { file: String, message: String },
+
+    /// The database could not be opened, migrated or written.
+    #[error("{file}: {message}")]
+    Database { file: String, message: String },
+
+    /// The user asked for something that cannot be done (bad option value, unknown query...).
+    #[error("{0}")]
+    Usage(String),
+
+    /// A query the user wrote (or a canned one with the user's parameters) failed.
+    #[error("query: {0}")]
+    Query(String),
+}
+
+impl Error {
+    /// An input error at `place` (a JSON path) in `file`.
+    pub fn input(file: impl Into<String>, place: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Input {
+            location: Location { file: file.into(), place: place.into() },
+            message: message.into(),
+        }
+    }
+
+    /// A database error for the database at `file`.
+    pub fn database(file: impl Into<String>, message: impl fmt::Display) -> Error {
+        Error::Database { file: file.into(), message: message.to_string() }
+    }
+
+    /// The exit status this error maps to: 1 when an input was refused, 2 for usage or environment.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Input { .. } | Error::Read { .. } => 1,
+            Error::Database { .. } | Error::Usage(_) | Error::Query(_) => 2,
+        }
+    }
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

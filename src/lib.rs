@@ -1,0 +1,15 @@
+//! memstate: import memory state dumps of a task runtime (Legion/Realm, Legate) into a versioned
+//! SQLite database and answer questions about holes, fragmentation and live allocations, for one
+//! snapshot and across a run.
+//!
+//! The modules follow the design's rooms: [`dump`] (the format and its reader), [`db`] (the
+//! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats). Only the
+//! binary's CLI knows about all of them.
+
+pub mod db;
+pub mod dump;
+pub mod error;
+pub mod ingest;
+pub mod query;
+
+pub use error::{Error, Result};

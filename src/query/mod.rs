@@ -1,0 +1,104 @@
+//! Questions asked of the database: ad hoc SQL (read-only) and the result tables that every
+//! command prints through [`output`].
+
+pub mod output;
+
+use rusqlite::types::{Value as SqlValue, ValueRef};
+use rusqlite::Connection;
+
+use crate::error::{Error, Result};
+
+pub use output::{Format, Table};
+
+/// One value of a result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cell {
+    Null,
+    Integer(i64),
+    Real(f64),
+    Text(String),
+    Blob(Vec<u8>),
+}
+
+impl From<ValueRef<'_>> for Cell {
+    fn from(value: ValueRef<'_>) -> Self {
+        match value {
+            ValueRef::Null => Cell::Null,
+            ValueRef::Integer(number) => Cell::Integer(number),
+            ValueRef::Real(number) => Cell::Real(number),
+            ValueRef::Text(text) => Cell::Text(String::from_utf8_lossy(text).into_owned()),
+            ValueRef::Blob(bytes) => Cell::Blob(bytes.to_vec()),
+        }
+    }
+}
+
+/// A `-p key=value` parameter: integers and reals bind as numbers, anything else as text.
+pub fn parameter_value(text: &str) -> SqlValue {
+    if let Ok(integer) = text.parse::<i64>() {
+        SqlValue::Integer(integer)
+    } else if let Ok(real) = text.parse::<f64>() {
+        if real.is_finite() {
+            SqlValue::Real(real)
+        } else {
+            SqlValue::Text(text.to_string())
+        }
+    } else {
+        SqlValue::Text(text.to_string())
+    }
+}
+
+/// Split `key=value` (a leading `:` on the key is optional).
+pub fn parse_parameter(text: &str) -> Result<(String, String)> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim_start_matches(':').is_empty() => {
+            Ok((key.trim_start_matches(':').to_string(), value.to_string()))
+        }
+        _ => Err(Error::Usage(format!("parameter {text:?}: expected key=value"))),
+    }
+}
+
+/// Run one SQL statement with named parameters and collect its rows.
+///
+/// On a read-only connection (see `db::open_read_only`) SQLite refuses anything that writes.
+pub fn run(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Result<Table> {
+    let mut statement = conn.prepare(sql).map_err(|error| Error::Query(describe_sql_error(&error)))?;
+    for (key, value) in parameters {
+        let name = format!(":{key}");
+        let index = statement
+            .parameter_index(&name)
+            .map_err(|error| Error::Query(error.to_string()))?
+            .ok_or_else(|| Error::Usage(format!("parameter {key:?} is not used by the query")))?;
+        statement
+            .raw_bind_parameter(index, parameter_value(value))
+            .map_err(|error| Error::Query(error.to_string()))?;
+    }
+    for index in 1..=statement.parameter_count() {
+        if let Some(name) = statement.parameter_name(index) {
+            if !parameters.iter().any(|(key, _)| format!(":{key}") == name) {
+                return Err(Error::Usage(format!("the query needs parameter {name}: pass -p {}=VALUE", name.trim_start_matches([':', '@', '$']))));
+            }
+        }
+    }
+    let columns: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
+    let width = columns.len();
+    let mut rows = Vec::new();
+    let mut cursor = statement.raw_query();
+    while let Some(row) = cursor.next().map_err(|error| Error::Query(describe_sql_error(&error)))? {
+        let mut cells = Vec::with_capacity(width);
+        for index in 0..width {
+            cells.push(Cell::from(row.get_ref(index).map_err(|error| Error::Query(error.to_string()))?));
+        }
+        rows.push(cells);
+    }
+    Ok(Table::new(columns, rows))
+}
+
+fn describe_sql_error(error: &rusqlite::Error) -> String {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _) if failure.code == rusqlite::ErrorCode::ReadOnly => {
+            format!("{error} (memstate sql is read-only: the database cannot be changed through it)")
+        }
+        rusqlite::Error::MultipleStatement => "only one SQL statement may be given".to_string(),
+        _ => error.to_string(),
+    }
+}
