@@ -63,6 +63,9 @@ CREATE TABLE memory_state (
     largest_reclaimable INTEGER NOT NULL,
     unaccounted_bytes   INTEGER NOT NULL,
     holes_listed        INTEGER NOT NULL,
+    -- The holes as a JSON array of [offset, size] pairs sorted by offset: one row per memory and
+    -- snapshot instead of one per hole keeps imports fast; the `holes` view unpacks it.
+    holes               TEXT NOT NULL,
     PRIMARY KEY (snapshot_id, memory_id)
 ) WITHOUT ROWID;
 
@@ -85,14 +88,6 @@ CREATE TABLE allocation (
     gc_priority INTEGER,
     attrs       TEXT,
     PRIMARY KEY (memory_id, snapshot_id, offset, uid)
-) WITHOUT ROWID;
-
-CREATE TABLE hole (
-    memory_id   INTEGER NOT NULL,
-    snapshot_id INTEGER NOT NULL,
-    offset      INTEGER NOT NULL,
-    size        INTEGER NOT NULL,
-    PRIMARY KEY (memory_id, snapshot_id, offset)
 ) WITHOUT ROWID;
 
 CREATE TABLE failed_request (
@@ -260,10 +255,9 @@ LEFT JOIN string l ON l.id = a.label;
 CREATE VIEW holes AS
 SELECT ms.snapshot_id,
        ms.memory_id,
-       h.offset,
-       h.size
-FROM memory_state ms
-JOIN hole h ON h.memory_id = ms.memory_id AND h.snapshot_id = ms.snapshot_id;
+       json_extract(h.value, '$[0]') AS offset,
+       json_extract(h.value, '$[1]') AS size
+FROM memory_state ms, json_each(ms.holes) h;
 
 CREATE VIEW failed_requests AS
 SELECT f.snapshot_id,

@@ -242,7 +242,6 @@ fn delete_snapshot(conn: &Connection, snapshot_id: i64) -> rusqlite::Result<()> 
         .collect::<rusqlite::Result<_>>()?;
     for memory_id in memory_ids {
         conn.execute("DELETE FROM allocation WHERE memory_id = ?1 AND snapshot_id = ?2", [memory_id, snapshot_id])?;
-        conn.execute("DELETE FROM hole WHERE memory_id = ?1 AND snapshot_id = ?2", [memory_id, snapshot_id])?;
     }
     conn.execute("DELETE FROM failed_request WHERE snapshot_id = ?1", [snapshot_id])?;
     conn.execute("DELETE FROM memory_state WHERE snapshot_id = ?1", [snapshot_id])?;
@@ -286,7 +285,6 @@ fn upsert_objects(conn: &Connection, run_id: i64, objects: &[Object], ids: &[i64
 /// The statements used once per allocation, hole or request, prepared once per dump.
 struct RowWriters<'t> {
     allocation: CachedStatement<'t>,
-    hole: CachedStatement<'t>,
     link: CachedStatement<'t>,
     failed: CachedStatement<'t>,
 }
@@ -307,7 +305,6 @@ fn insert_memories(
                                      created_ns, provenance, label, gc_priority, attrs)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         )?,
-        hole: conn.prepare_cached("INSERT INTO hole (memory_id, snapshot_id, offset, size) VALUES (?1, ?2, ?3, ?4)")?,
         link: conn.prepare_cached(
             "INSERT INTO allocation_object (run_id, uid, field_id, object_key, field_size) VALUES (?1, ?2, ?3, ?4, ?5)
              ON CONFLICT DO UPDATE SET field_size = coalesce(excluded.field_size, field_size)",
@@ -325,11 +322,11 @@ fn insert_memories(
     let mut insert_state = conn.prepare_cached(
         "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
                                    hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
-                                   unaccounted_bytes, holes_listed)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                                   unaccounted_bytes, holes_listed, holes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     )?;
     let mut total = 0;
-    for ((memory, holes), figures) in dump.memories.iter().zip(&prepared.holes).zip(&prepared.figures) {
+    for ((memory, holes_json), figures) in dump.memories.iter().zip(&prepared.holes_json).zip(&prepared.figures) {
         let memory_id: i64 = upsert_memory.query_row(
             params![run_id, dump.run.node, id_bits(memory.id), sym(memory.kind), opt(memory.name)],
             |row| row.get(0),
@@ -349,6 +346,7 @@ fn insert_memories(
             size_bits(figures.largest_reclaimable),
             size_bits(figures.unaccounted_bytes),
             memory.listed_holes.is_some(),
+            holes_json,
         ])?;
         for allocation in &memory.allocations {
             writers.allocation.execute(params![
@@ -376,9 +374,6 @@ fn insert_memories(
                     field.size.map(size_bits),
                 ])?;
             }
-        }
-        for hole in holes {
-            writers.hole.execute(params![memory_id, snapshot_id, size_bits(hole.offset), size_bits(hole.size)])?;
         }
         for (ordinal, request) in memory.failed_requests.iter().enumerate() {
             writers.failed.execute(params![

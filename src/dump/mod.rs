@@ -20,6 +20,8 @@ pub struct Prepared {
     pub dump: Dump,
     /// Per memory, in the order of `dump.memories`: its holes, sorted by offset.
     pub holes: Vec<Vec<Range>>,
+    /// Per memory: its holes as a JSON array of `[offset, size]` pairs, as the database stores them.
+    pub holes_json: Vec<String>,
     /// Per memory: its derived figures.
     pub figures: Vec<MemoryFigures>,
     /// A digest of the dump's content (not its bytes): the same dump written with or without
@@ -32,7 +34,8 @@ pub fn prepare(dump: Dump) -> Prepared {
     let holes: Vec<Vec<Range>> = dump.memories.iter().map(figures::holes).collect();
     let figures = dump.memories.iter().zip(&holes).map(|(memory, holes)| figures::figures(memory, holes)).collect();
     let digest = content_digest(&dump);
-    Prepared { dump, holes, figures, digest }
+    let holes_json = holes.iter().map(|holes| ranges_json(holes)).collect();
+    Prepared { dump, holes, holes_json, figures, digest }
 }
 
 /// The content digest of a dump. It feeds the model's derived `Hash` (field by field, lengths
@@ -42,4 +45,19 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
     let mut hasher = Xxh3::new();
     dump.hash(&mut hasher);
     hasher.digest128().to_le_bytes()
+}
+
+/// `[[offset,size],...]` for a list of ranges.
+pub fn ranges_json(ranges: &[Range]) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(2 + ranges.len() * 24);
+    text.push('[');
+    for (index, range) in ranges.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        let _ = write!(text, "[{},{}]", range.offset, range.size);
+    }
+    text.push(']');
+    text
 }
