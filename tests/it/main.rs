@@ -1,1 +1,4 @@
+//! The integration tests: one crate, one module per area.
 
+mod common;
+mod figures;

@@ -1,0 +1,101 @@
+//! Helpers shared by the integration tests: the binary, fixtures, mutations of the example dump,
+//! and a snapshot of everything a database holds (to prove a refused input changed nothing).
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+/// The `memstate` binary under test, with no database chosen from the environment.
+pub fn memstate() -> assert_cmd::Command {
+    let mut command = assert_cmd::Command::cargo_bin("memstate").expect("the memstate binary is built");
+    command.env_remove("MEMSTATE_DB");
+    command
+}
+
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+}
+
+/// The design's example dump (tests/data/small.json, a copy of shared/design/examples/small.json).
+pub fn small() -> Value {
+    let text = std::fs::read_to_string(data("small.json")).expect("small.json is readable");
+    serde_json::from_str(&text).expect("small.json is JSON")
+}
+
+/// Replace the value at a JSON pointer (the parent must exist).
+pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
+    *value.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} exists in the fixture")) = new;
+    value
+}
+
+/// Remove the member at a JSON pointer.
+pub fn remove(mut value: Value, pointer: &str) -> Value {
+    let (parent, key) = pointer.rsplit_once('/').expect("a pointer with a parent");
+    let parent = value.pointer_mut(parent).unwrap_or_else(|| panic!("{parent} exists in the fixture"));
+    match parent {
+        Value::Object(map) => {
+            map.remove(key).unwrap_or_else(|| panic!("{pointer} exists in the fixture"));
+        }
+        Value::Array(items) => {
+            items.remove(key.parse::<usize>().expect("an array index"));
+        }
+        _ => panic!("{pointer}: parent is not a container"),
+    }
+    value
+}
+
+pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write a test file");
+    path
+}
+
+pub fn write_json(dir: &Path, name: &str, value: &Value) -> PathBuf {
+    write(dir, name, serde_json::to_string_pretty(value).expect("serialise").as_bytes())
+}
+
+/// Every row of every table of a database, as text: equal before and after means unchanged.
+pub fn contents(db: &Path) -> String {
+    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open the test database");
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .and_then(|mut statement| statement.query_map([], |row| row.get(0))?.collect())
+        .expect("list tables");
+    let mut text = String::new();
+    for table in tables {
+        if table == "refinery_schema_history" {
+            continue;
+        }
+        let mut statement = conn.prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1, 2")).expect("select");
+        let width = statement.column_count();
+        let rows = statement
+            .query_map([], |row| {
+                (0..width).map(|index| row.get::<_, rusqlite::types::Value>(index).map(|value| format!("{value:?}"))).collect::<Result<Vec<_>, _>>()
+            })
+            .expect("query")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("rows");
+        text.push_str(&format!("{table}: {rows:?}\n"));
+    }
+    text
+}
+
+/// One value from the database.
+pub fn scalar<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> T {
+    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open the test database");
+    conn.query_row(sql, [], |row| row.get(0)).unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+/// Import files into a database, asserting the exit status; returns stdout.
+pub fn import(db: &Path, paths: &[&Path], expected_status: i32) -> String {
+    let output = memstate().arg("--db").arg(db).arg("import").args(paths).output().expect("run memstate");
+    assert_eq!(
+        output.status.code(),
+        Some(expected_status),
+        "import {paths:?}: stdout {} stderr {}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
