@@ -16,6 +16,10 @@ use std::time::Instant;
 use rusqlite::{params, Connection};
 use serde::Deserialize;
 
+// The memstate binary runs on mimalloc; so does this benchmark (both sides, in the same process).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
 }

@@ -23,9 +23,20 @@ pub fn small() -> Value {
     serde_json::from_str(&text).expect("small.json is JSON")
 }
 
-/// Replace the value at a JSON pointer (the parent must exist).
+/// Set the value at a JSON pointer, adding the member when the parent object lacks it.
 pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
-    *value.pointer_mut(pointer).unwrap_or_else(|| panic!("{pointer} exists in the fixture")) = new;
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = new;
+        return value;
+    }
+    let (parent, key) = pointer.rsplit_once('/').expect("a pointer with a parent");
+    match value.pointer_mut(parent) {
+        Some(Value::Object(map)) => {
+            map.insert(key.to_string(), new);
+        }
+        Some(Value::Array(items)) if key.parse::<usize>().ok() == Some(items.len()) => items.push(new),
+        _ => panic!("{parent} is a container in the fixture"),
+    }
     value
 }
 
