@@ -1,7 +1,8 @@
 -- Why: the first schema of memstate. Private storage tables (singular names) hold snapshots as
 -- compactly as SQLite allows: ids as 64-bit integers, repeated strings interned in `string`, and
--- the per-snapshot rows of a memory clustered by (memory_id, snapshot_id) in WITHOUT ROWID tables,
--- so that one memory across snapshots and one snapshot's memories are both range reads. The public
+-- allocations clustered by (snapshot_id, memory_id) in a WITHOUT ROWID table, so that a new
+-- snapshot is appended at the end of the B-tree and every (snapshot, memory) pair is one range read;
+-- memory_state is indexed both ways, so one memory across all snapshots reads one range per snapshot. The public
 -- API is the set of views at the end (plural names, documented in docs/SCHEMA.md): they keep their
 -- names and columns in every later schema version, whatever happens to the tables behind them.
 
@@ -87,7 +88,7 @@ CREATE TABLE allocation (
     label       INTEGER,
     gc_priority INTEGER,
     attrs       TEXT,
-    PRIMARY KEY (memory_id, snapshot_id, offset, uid)
+    PRIMARY KEY (snapshot_id, memory_id, offset, uid)
 ) WITHOUT ROWID;
 
 CREATE TABLE failed_request (

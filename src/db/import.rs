@@ -241,7 +241,7 @@ fn delete_snapshot(conn: &Connection, snapshot_id: i64) -> rusqlite::Result<()> 
         .query_map([snapshot_id], |row| row.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     for memory_id in memory_ids {
-        conn.execute("DELETE FROM allocation WHERE memory_id = ?1 AND snapshot_id = ?2", [memory_id, snapshot_id])?;
+        conn.execute("DELETE FROM allocation WHERE snapshot_id = ?2 AND memory_id = ?1", [memory_id, snapshot_id])?;
     }
     conn.execute("DELETE FROM failed_request WHERE snapshot_id = ?1", [snapshot_id])?;
     conn.execute("DELETE FROM memory_state WHERE snapshot_id = ?1", [snapshot_id])?;

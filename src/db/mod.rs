@@ -129,7 +129,7 @@ fn set_pragmas(conn: &Connection, display: &str) -> Result<()> {
     if !journal.eq_ignore_ascii_case("wal") {
         return Err(Error::database(display, format!("cannot switch to WAL mode (journal mode stays {journal})")));
     }
-    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -65536; PRAGMA temp_store = MEMORY;")
+    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;")
         .map_err(|error| Error::database(display, error))
 }
 
@@ -147,6 +147,11 @@ pub fn open(path: &Path) -> Result<Database> {
     let found = inspect(&conn, &display)?;
     if let Found::Memstate { version } = found {
         refuse_newer(version, &display)?;
+    }
+    if matches!(found, Found::New) {
+        // Larger pages make bulk inserts of allocation rows cheaper; only settable before the
+        // first table exists.
+        conn.execute_batch("PRAGMA page_size = 16384;").map_err(|error| Error::database(&display, error))?;
     }
     set_pragmas(&conn, &display)?;
     migrate(&mut conn, &display)?;
