@@ -1,0 +1,188 @@
+//! The database: what opening refuses (and leaves untouched), the schema's markers, idempotent and
+//! conflicting imports, concurrent importers, and `sql` that cannot write.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+use serde_json::json;
+
+use crate::common::{contents, data, import, memstate, scalar, set, small, write_json};
+
+fn bytes_of(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+fn assert_refused_untouched(db: &Path, words: &str) {
+    let before = bytes_of(db);
+    let output = memstate().arg("--db").arg(db).arg("import").arg(data("small.json")).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr {stderr}");
+    assert!(stderr.contains(&format!("error: {}: ", db.display())), "{stderr}");
+    assert!(stderr.contains(words), "{stderr} lacks {words:?}");
+    assert_eq!(bytes_of(db), before, "the file changed");
+    assert!(!Path::new(&format!("{}-wal", db.display())).exists(), "a WAL file appeared");
+    // The read-only path refuses too.
+    let output = memstate().arg("--db").arg(db).args(["sql", "SELECT 1"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(bytes_of(db), before, "the file changed under sql");
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    std::fs::write(&db, "these are my notes, not a database\n").unwrap();
+    assert_refused_untouched(&db, "not a SQLite database");
+}
+
+#[test]
+fn a_foreign_sqlite_database_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("other.db");
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO customers VALUES (1, 'a');").unwrap();
+    drop(conn);
+    assert_refused_untouched(&db, "not a memstate database");
+}
+
+#[test]
+fn a_database_from_a_newer_memstate_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("figures.json")], 0);
+    let conn = Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "INSERT INTO refinery_schema_history (version, name, applied_on, checksum) VALUES (99, 'future', '2030-01-01', '0');
+         PRAGMA wal_checkpoint(TRUNCATE); PRAGMA journal_mode = DELETE;",
+    )
+    .unwrap();
+    drop(conn);
+    assert_refused_untouched(&db, "newer memstate (schema version 99; this memstate knows up to 1)");
+}
+
+#[test]
+fn a_new_database_is_marked_and_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    assert_eq!(scalar::<i64>(&db, "PRAGMA application_id"), memstate::db::APPLICATION_ID as i64);
+    assert_eq!(scalar::<i64>(&db, "PRAGMA user_version"), 1);
+    assert_eq!(scalar::<String>(&db, "PRAGMA journal_mode"), "wal");
+    assert_eq!(scalar::<i64>(&db, "SELECT max(version) FROM refinery_schema_history"), 1);
+    // Every public view of PRODUCT.md exists with its documented columns.
+    for (view, columns) in [
+        ("strings", "string_id, value"),
+        ("runs", "run_id, run, node_count, producer"),
+        ("snapshots", "snapshot_id, run, node, seq, time_ns, wall_time, reason, note, source, format_version, imported_at"),
+        ("memories", "memory_id, run, node, handle, kind, name"),
+        ("memory_stats", "snapshot_id, memory_id, capacity, allocation_count, used_bytes, free_bytes, hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable, unaccounted_bytes"),
+        ("memory_trend", "run, node, seq, time_ns, time_s, wall_time, handle, kind, capacity, allocation_count, used_bytes, free_bytes, hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable, unaccounted_bytes"),
+        ("allocations", "snapshot_id, memory_id, uid, handle, kind, state, offset, size, alignment, created_ns, provenance, label, gc_priority"),
+        ("holes", "snapshot_id, memory_id, offset, size"),
+        ("failed_requests", "snapshot_id, memory_id, size, alignment, kind, provenance, time_ns, note"),
+        ("objects", "run, object_id, kind, name, shape, dtype, transform, partition, provenance"),
+        ("allocation_objects", "run, uid, field_id, field_size, object_id"),
+    ] {
+        let conn = Connection::open(&db).unwrap();
+        let statement = conn.prepare(&format!("SELECT {columns} FROM {view}")).unwrap_or_else(|error| panic!("{view}: {error}"));
+        assert!(statement.column_count() > 1, "{view}");
+    }
+}
+
+#[test]
+fn the_example_lands_in_every_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    assert_eq!(scalar::<String>(&db, "SELECT run || ' ' || node_count || ' ' || producer FROM runs"), "example-run 1 legion 25.03.0");
+    assert_eq!(
+        scalar::<String>(&db, "SELECT run || ':' || node || ':' || seq || ' ' || reason || ' ' || note || ' ' || wall_time FROM snapshots"),
+        "example-run:0:3 oom default mapper: map_task failed 2026-12-01T10:00:01.5Z"
+    );
+    assert_eq!(scalar::<String>(&db, "SELECT group_concat(handle || '=' || kind, ' ') FROM (SELECT * FROM memories ORDER BY handle)"), "0x1e00000000000000=SYSTEM_MEM 0x1e00000000000003=GPU_FB_MEM");
+    assert_eq!(
+        scalar::<String>(&db, "SELECT uid || ' ' || handle || ' ' || state || ' ' || provenance FROM allocations WHERE offset = 0 AND size = 262144"),
+        "0x0000000000000065 0x4000000000c00004 valid train.py:12"
+    );
+    assert_eq!(scalar::<String>(&db, "SELECT uid FROM allocations WHERE state = 'pending_alloc'"), "0x0000000000000069");
+    assert_eq!(scalar::<String>(&db, "SELECT size || ' ' || alignment || ' ' || kind || ' ' || provenance FROM failed_requests"), "300000 512 instance train.py:57");
+    assert_eq!(scalar::<String>(&db, "SELECT object_id || ' ' || name || ' ' || shape || ' ' || dtype || ' ' || provenance FROM objects"), "store-17 x [300,150] float64 train.py:12");
+    assert_eq!(scalar::<String>(&db, "SELECT uid || ' ' || field_id || ' ' || field_size || ' ' || object_id FROM allocation_objects"), "0x0000000000000065 101 8 store-17");
+    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM holes"), 4);
+}
+
+#[test]
+fn the_same_dump_twice_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let before = contents(&db);
+    let out = import(&db, &[&data("small.json")], 0);
+    assert!(out.contains("imported 0 dumps") && out.contains("1 unchanged"), "{out}");
+    assert_eq!(contents(&db), before);
+}
+
+#[test]
+fn a_different_dump_with_the_same_identity_needs_replace() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let before = contents(&db);
+    let changed = write_json(dir.path(), "changed.json", &set(small(), "/memories/0/allocations/5/size", json!(8192)));
+    let output = memstate().arg("--db").arg(&db).arg("import").arg(&changed).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("already imported") && stderr.contains("--replace"), "{stderr}");
+    assert_eq!(contents(&db), before);
+
+    let output = memstate().arg("--db").arg(&db).args(["import", "--replace"]).arg(&changed).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("replacing"));
+    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 1);
+    assert_eq!(scalar::<i64>(&db, "SELECT size FROM allocations WHERE uid = '0x000000000000006a'"), 8192);
+    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM allocations"), 7);
+}
+
+#[test]
+fn concurrent_importers_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let mut files = Vec::new();
+    for seq in 0..6 {
+        files.push(write_json(dir.path(), &format!("d{seq}.json"), &set(small(), "/snapshot/seq", json!(seq))));
+    }
+    let spawn = |files: &[std::path::PathBuf]| {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate")).arg("--db").arg(&db).arg("import").args(files).output().unwrap()
+    };
+    let (first, second) = std::thread::scope(|scope| {
+        let a = scope.spawn(|| spawn(&files[..3]));
+        let b = scope.spawn(|| spawn(&files[3..]));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    assert_eq!(second.status.code(), Some(0), "{}", String::from_utf8_lossy(&second.stderr));
+    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 6);
+    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM strings WHERE value = 'GPU_FB_MEM'"), 1);
+}
+
+#[test]
+fn sql_cannot_change_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let before = contents(&db);
+    for statement in [
+        "DELETE FROM string",
+        "DROP VIEW allocations",
+        "INSERT INTO run (name) VALUES ('x')",
+        "PRAGMA user_version = 7",
+        "CREATE TABLE mine (x)",
+        "ATTACH DATABASE 'other.db' AS other",
+        "PRAGMA query_only = 0; DELETE FROM string",
+    ] {
+        let output = memstate().arg("--db").arg(&db).args(["sql", statement]).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{statement}: {}", String::from_utf8_lossy(&output.stdout));
+        assert_eq!(contents(&db), before, "{statement} changed the database");
+    }
+    assert!(!dir.path().join("other.db").exists());
+}
