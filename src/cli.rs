@@ -38,6 +38,14 @@ pub enum Command {
     /// Parameters written :name in the query are bound with -p name=value. The database is opened
     /// read-only: SQLite itself refuses any statement that would change it.
     Sql(SqlArgs),
+
+    /// Write a realistic run of dumps: a Realm-like allocator under a Legate-like workload.
+    ///
+    /// Deterministic: the same seed and options give byte-identical files. Each node writes a dump
+    /// every --dump-every steps and an `oom` dump when a request cannot be placed even after
+    /// collecting everything collectable; the run then ends (or goes on with
+    /// --continue-after-oom). The defaults end in an out-of-memory error caused by fragmentation.
+    Simulate(SimulateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -88,4 +96,75 @@ pub struct SqlArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The folder to write into (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    /// The seed of the run: the same seed and options give the same dumps.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+
+    /// The run's id in the dumps.
+    #[arg(long = "run", default_value = "sim-run", value_name = "ID")]
+    pub run_id: String,
+
+    /// Number of nodes (processes), each with its own memories and dumps.
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+
+    /// GPUs per node (one GPU_FB_MEM each).
+    #[arg(long, default_value_t = 2)]
+    pub gpus: usize,
+
+    /// Capacity of each GPU framebuffer, e.g. 16GiB.
+    #[arg(long, default_value = "1GiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    pub gpu_capacity: u64,
+
+    /// Capacity of each node's SYSTEM_MEM.
+    #[arg(long, default_value = "4GiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    pub system_capacity: u64,
+
+    /// Capacity of each node's Z_COPY_MEM.
+    #[arg(long, default_value = "64MiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    pub zcopy_capacity: u64,
+
+    /// Steps to simulate (a step is a millisecond of the run).
+    #[arg(long, default_value_t = 400)]
+    pub steps: u64,
+
+    /// A periodic dump every this many steps, per node.
+    #[arg(long, default_value_t = 10, value_name = "STEPS")]
+    pub dump_every: u64,
+
+    /// How busy the workload is: stores, tasks and temporaries per step scale with it.
+    #[arg(long, default_value_t = 1.0)]
+    pub intensity: f64,
+
+    /// Write strings inline instead of interning them in a strings table.
+    #[arg(long)]
+    pub no_intern: bool,
+
+    /// A file per dump, or one ndjson stream per node.
+    #[arg(long, value_enum, default_value_t = memstate::sim::Layout::Files)]
+    pub layout: memstate::sim::Layout,
+
+    /// Compress the files.
+    #[arg(long, value_enum, default_value_t = memstate::sim::Compression::None)]
+    pub compression: memstate::sim::Compression,
+
+    /// Keep going after an out-of-memory error (the mapper backs off from that task).
+    #[arg(long)]
+    pub continue_after_oom: bool,
+
+    /// Print the summary in this format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// Do not show a progress bar even on a terminal.
+    #[arg(long, short)]
+    pub quiet: bool,
 }

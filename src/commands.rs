@@ -10,13 +10,14 @@ use memstate::ingest::{self, Event, IngestOptions, Summary};
 use memstate::query::{self, output, Format};
 use memstate::{db, Error, Result};
 
-use crate::cli::{Cli, Command, ReadArgs, SqlArgs};
+use crate::cli::{Cli, Command, ReadArgs, SimulateArgs, SqlArgs};
 
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Import(args) => import(&cli.db, &args.read, args.replace),
         Command::Validate(args) => validate(&args.read),
         Command::Sql(args) => sql(&cli.db, &args),
+        Command::Simulate(args) => simulate(&args),
     }
 }
 
@@ -119,5 +120,59 @@ fn sql(db_path: &Path, args: &SqlArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     let table = query::run(&database.conn, &args.query, &parameters)?;
     output::render(&table, args.format, &mut io::stdout().lock()).map_err(write_error)?;
+    Ok(0)
+}
+
+fn simulate(args: &SimulateArgs) -> Result<u8> {
+    let config = memstate::sim::Config {
+        seed: args.seed,
+        run_id: args.run_id.clone(),
+        nodes: args.nodes,
+        gpus_per_node: args.gpus,
+        gpu_capacity: args.gpu_capacity,
+        system_capacity: args.system_capacity,
+        zcopy_capacity: args.zcopy_capacity,
+        steps: args.steps,
+        dump_every: args.dump_every,
+        intensity: args.intensity,
+        intern: !args.no_intern,
+        layout: args.layout,
+        compression: args.compression,
+        continue_after_oom: args.continue_after_oom,
+    };
+    let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} step {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let started = std::time::Instant::now();
+    let summary = memstate::sim::simulate(&config, &args.out, &mut |event| match event {
+        memstate::sim::Event::Started { steps } => bar.set_length(steps),
+        memstate::sim::Event::Step { step } => bar.set_position(step),
+    });
+    bar.finish_and_clear();
+    let summary = summary?;
+    let mut out = io::stdout().lock();
+    match args.format {
+        Format::Table => writeln!(
+            out,
+            "wrote {} dumps ({} allocations, {}) of run {} to {} in {:.2} s: {} steps, {} oom dumps, {} instances collected, {} deferred allocations",
+            summary.dumps,
+            summary.allocations,
+            output::human_size(summary.bytes as i64),
+            summary.run_id,
+            args.out.display(),
+            started.elapsed().as_secs_f64(),
+            summary.steps,
+            summary.oom_dumps,
+            summary.collections,
+            summary.deferred_allocations,
+        )
+        .map_err(write_error)?,
+        _ => {
+            let value = serde_json::to_string(&summary).map_err(|error| Error::Usage(error.to_string()))?;
+            writeln!(out, "{value}").map_err(write_error)?;
+        }
+    }
     Ok(0)
 }

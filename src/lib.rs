@@ -3,7 +3,7 @@
 //! snapshot and across a run.
 //!
 //! The modules follow the design's rooms: [`dump`] (the format and its reader), [`db`] (the
-//! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats). Only the
+//! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats), [`sim`] (the simulator that writes realistic dumps). Only the
 //! binary's CLI knows about all of them.
 
 pub mod db;
@@ -11,5 +11,6 @@ pub mod dump;
 pub mod error;
 pub mod ingest;
 pub mod query;
+pub mod sim;
 
 pub use error::{Error, Result};

@@ -6,3 +6,4 @@ mod db;
 mod figures;
 mod reader;
 mod schema;
+mod sim;
