@@ -46,6 +46,44 @@ pub enum Command {
     /// collecting everything collectable; the run then ends (or goes on with
     /// --continue-after-oom). The defaults end in an out-of-memory error caused by fragmentation.
     Simulate(SimulateArgs),
+
+    /// Simulate a run that ends in an out-of-memory error, import it, and show what happened.
+    ///
+    /// Writes the dumps and the database under --dir (default ./memstate-demo), prints the OOM
+    /// report with the allocations that block the failed request, the fragmentation trend of the
+    /// memory that failed, and the commands to try next.
+    Demo(DemoArgs),
+
+    /// List the imported snapshots.
+    Snapshots(RunArgs),
+
+    /// List the memories of every node of every run.
+    Memories(RunArgs),
+
+    /// The figures of memories at snapshots: used, free, holes, largest hole, fragmentation...
+    Stats(StatsArgs),
+
+    /// The largest holes of memories at a snapshot, with the total free bytes and hole count.
+    Holes(HolesArgs),
+
+    /// The allocations of a snapshot, filtered by kind, state or provenance, or grouped.
+    Allocations(AllocationsArgs),
+
+    /// The figures of memories across all snapshots of a run.
+    Trend(TrendArgs),
+
+    /// Allocations that appeared, disappeared or changed (state, place, size) between two snapshots.
+    Diff(DiffArgs),
+
+    /// For each failed request: exhaustion or fragmentation, what collection would give, and the
+    /// allocations in the way.
+    Oom(OomArgs),
+
+    /// The cheapest place in a memory for a request of SIZE bytes, and the allocations that block it.
+    Blockers(BlockersArgs),
+
+    /// Run a canned query of queries/ (see --list) with -p key=value parameters.
+    Report(ReportArgs),
 }
 
 #[derive(Debug, Args)]
@@ -167,4 +205,156 @@ pub struct SimulateArgs {
     /// Do not show a progress bar even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// Which snapshots: `latest` (each node's latest), a snapshot id, or RUN:NODE:SEQ.
+#[derive(Debug, Args)]
+pub struct SnapshotArg {
+    /// The snapshot: latest (each node's latest), an id, or RUN:NODE:SEQ.
+    #[arg(long, short = 's', default_value = "latest", value_name = "SNAPSHOT")]
+    pub snapshot: String,
+}
+
+/// Which memories: a Realm memory id, or a kind.
+#[derive(Debug, Args)]
+pub struct MemoryArg {
+    /// A memory id (0x1e00000000000003 or 1e00000000000003) or a kind (GPU_FB_MEM); default: all.
+    #[arg(long, short = 'm', value_name = "MEMORY")]
+    pub memory: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct FormatArg {
+    /// Output format: a table for people (human sizes), or exact csv, json or ndjson.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where to write the dumps and the database.
+    #[arg(long, default_value = "memstate-demo", value_name = "DIR")]
+    pub dir: PathBuf,
+
+    /// The seed of the simulated run.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Only this run.
+    #[arg(long)]
+    pub run: Option<String>,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub snapshot: SnapshotArg,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct HolesArgs {
+    #[command(flatten)]
+    pub snapshot: SnapshotArg,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    /// At most this many holes per memory.
+    #[arg(long, default_value_t = 10)]
+    pub top: i64,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct AllocationsArgs {
+    #[command(flatten)]
+    pub snapshot: SnapshotArg,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    /// Only allocations of this kind (instance, future, deferred_buffer, pool...).
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only allocations in this state (valid, collectable, pending_free, pending_alloc).
+    #[arg(long)]
+    pub state: Option<String>,
+    /// Only allocations whose provenance matches this SQL LIKE pattern (train.py:%).
+    #[arg(long)]
+    pub provenance: Option<String>,
+    /// Group by kind, state, provenance or client object: counts and bytes.
+    #[arg(long, value_enum)]
+    pub by: Option<memstate::query::listing::GroupBy>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 50)]
+    pub top: i64,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct TrendArgs {
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    /// Only this run.
+    #[arg(long)]
+    pub run: Option<String>,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The earlier snapshot (an id or RUN:NODE:SEQ).
+    pub before: String,
+    /// The later snapshot (an id or RUN:NODE:SEQ).
+    pub after: String,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct OomArgs {
+    /// Only these snapshots (latest, an id or RUN:NODE:SEQ); default: every snapshot with a failed request.
+    #[arg(long, short = 's', value_name = "SNAPSHOT")]
+    pub snapshot: Option<String>,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct BlockersArgs {
+    /// The request's size: bytes or a human size (300000, 512MiB).
+    #[arg(long, value_parser = memstate::sim::parse_size)]
+    pub size: u64,
+    /// The request's alignment in bytes (default: the memory's alignment, else 1).
+    #[arg(long, value_parser = memstate::sim::parse_size)]
+    pub alignment: Option<u64>,
+    #[command(flatten)]
+    pub snapshot: SnapshotArg,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    #[command(flatten)]
+    pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The canned query to run (see --list).
+    #[arg(required_unless_present = "list")]
+    pub name: Option<String>,
+    /// List the canned queries with their parameters and columns.
+    #[arg(long)]
+    pub list: bool,
+    /// Bind a parameter: -p snapshot_id=3 binds :snapshot_id.
+    #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
+    pub params: Vec<String>,
+    #[command(flatten)]
+    pub format: FormatArg,
 }

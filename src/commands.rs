@@ -10,7 +10,13 @@ use memstate::ingest::{self, Event, IngestOptions, Summary};
 use memstate::query::{self, output, Format};
 use memstate::{db, Error, Result};
 
-use crate::cli::{Cli, Command, ReadArgs, SimulateArgs, SqlArgs};
+use memstate::analysis::{self, Blockers, OomFinding};
+use memstate::query::{canned, listing, select, Table};
+
+use crate::cli::{
+    AllocationsArgs, BlockersArgs, Cli, Command, DemoArgs, DiffArgs, HolesArgs, OomArgs, ReadArgs, ReportArgs, RunArgs, SimulateArgs,
+    SqlArgs, StatsArgs, TrendArgs,
+};
 
 pub fn run(cli: Cli) -> Result<u8> {
     match cli.command {
@@ -18,6 +24,17 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Validate(args) => validate(&args.read),
         Command::Sql(args) => sql(&cli.db, &args),
         Command::Simulate(args) => simulate(&args),
+        Command::Demo(args) => demo(&args),
+        Command::Snapshots(args) => snapshots(&cli.db, &args),
+        Command::Memories(args) => memories(&cli.db, &args),
+        Command::Stats(args) => stats(&cli.db, &args),
+        Command::Holes(args) => holes(&cli.db, &args),
+        Command::Allocations(args) => allocations(&cli.db, &args),
+        Command::Trend(args) => trend(&cli.db, &args),
+        Command::Diff(args) => diff(&cli.db, &args),
+        Command::Oom(args) => oom(&cli.db, &args),
+        Command::Blockers(args) => blockers(&cli.db, &args),
+        Command::Report(args) => report(&cli.db, &args),
     }
 }
 
@@ -174,5 +191,483 @@ fn simulate(args: &SimulateArgs) -> Result<u8> {
             writeln!(out, "{value}").map_err(write_error)?;
         }
     }
+    Ok(0)
+}
+
+fn print(table: &Table, format: Format) -> Result<()> {
+    output::render(table, format, &mut io::stdout().lock()).map_err(write_error)
+}
+
+fn snapshots(db_path: &Path, args: &RunArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    print(&listing::snapshots(&database.conn, args.run.as_deref())?, args.format.format)?;
+    Ok(0)
+}
+
+fn memories(db_path: &Path, args: &RunArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    print(&listing::memories(&database.conn, args.run.as_deref())?, args.format.format)?;
+    Ok(0)
+}
+
+/// Every (snapshot, memory) pair the selectors name; an error when there is none.
+fn selected_pairs(conn: &rusqlite::Connection, snapshot: &str, memory: Option<&str>) -> Result<Vec<(i64, i64)>> {
+    let mut pairs = Vec::new();
+    for snapshot_id in select::snapshots(conn, snapshot)? {
+        for memory_id in select::memories(conn, snapshot_id, memory)? {
+            pairs.push((snapshot_id, memory_id));
+        }
+    }
+    if pairs.is_empty() {
+        return Err(Error::Usage(format!("no memory matches {:?} in snapshot {snapshot:?} (see memstate memories)", memory.unwrap_or(""))));
+    }
+    Ok(pairs)
+}
+
+fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let pairs = selected_pairs(&database.conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
+    print(&listing::stats(&database.conn, &pairs)?, args.format.format)?;
+    Ok(0)
+}
+
+/// Prepend identifying columns to every row of a table.
+fn with_columns(mut table: Table, names: &[&str], values: &[query::Cell]) -> Table {
+    let mut columns: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+    columns.append(&mut table.columns);
+    let mut sizes = vec![false; names.len()];
+    sizes.append(&mut table.size_columns);
+    let rows = table.rows.into_iter().map(|row| values.iter().cloned().chain(row).collect()).collect();
+    Table { columns, rows, size_columns: sizes }
+}
+
+fn append(into: &mut Option<Table>, table: Table) {
+    match into {
+        Some(existing) => existing.rows.extend(table.rows),
+        None => *into = Some(table),
+    }
+}
+
+fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let query = canned::find("largest-holes")?;
+    let mut combined = None;
+    for (snapshot_id, memory_id) in selected_pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())? {
+        let layout = analysis::load_layout(conn, snapshot_id, memory_id)?;
+        let parameters = vec![
+            ("snapshot_id".to_string(), snapshot_id.to_string()),
+            ("memory_id".to_string(), memory_id.to_string()),
+            ("top".to_string(), args.top.to_string()),
+        ];
+        let table = canned::run(conn, &query, &parameters)?;
+        if args.format.format == Format::Table {
+            let fragmentation = if layout.free_bytes == 0 { 0.0 } else { 1.0 - layout.largest_hole as f64 / layout.free_bytes as f64 };
+            println!(
+                "{} node {} seq {} (snapshot {snapshot_id}), {} {}: {} free in {} holes, largest {}, fragmentation {:.3}",
+                layout.run,
+                layout.node,
+                layout.seq,
+                layout.kind,
+                layout.handle,
+                output::human_size(layout.free_bytes as i64),
+                layout.holes.len(),
+                output::human_size(layout.largest_hole as i64),
+                fragmentation
+            );
+            print(&table, Format::Table)?;
+            println!();
+        } else {
+            append(
+                &mut combined,
+                with_columns(table, &["snapshot_id", "handle"], &[query::Cell::Integer(snapshot_id), query::Cell::Text(layout.handle.clone())]),
+            );
+        }
+    }
+    if let Some(table) = combined {
+        print(&table, args.format.format)?;
+    }
+    Ok(0)
+}
+
+fn allocations(db_path: &Path, args: &AllocationsArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let filter = listing::AllocationFilter { kind: args.kind.clone(), state: args.state.clone(), provenance: args.provenance.clone() };
+    let mut combined = None;
+    for snapshot_id in select::snapshots(conn, &args.snapshot.snapshot)? {
+        let memory_ids = select::memories(conn, snapshot_id, args.memory.memory.as_deref())?;
+        let table = listing::allocations(conn, snapshot_id, &memory_ids, &filter, args.by, args.top)?;
+        append(&mut combined, with_columns(table, &["snapshot_id"], &[query::Cell::Integer(snapshot_id)]));
+    }
+    if let Some(table) = combined {
+        print(&table, args.format.format)?;
+    }
+    Ok(0)
+}
+
+fn trend(db_path: &Path, args: &TrendArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    print(&listing::trend(&database.conn, args.memory.memory.as_deref(), args.run.as_deref())?, args.format.format)?;
+    Ok(0)
+}
+
+fn one_snapshot(conn: &rusqlite::Connection, selector: &str) -> Result<i64> {
+    match select::snapshots(conn, selector)?.as_slice() {
+        [one] => Ok(*one),
+        several => Err(Error::Usage(format!("{selector:?} names {} snapshots; name one (an id or RUN:NODE:SEQ)", several.len()))),
+    }
+}
+
+/// Serialisable rows as a table (their JSON field order), for csv/json/ndjson output.
+fn table_of<T: serde::Serialize>(rows: &[T], sizes: &[&str]) -> Result<Table> {
+    // Through an order-keeping map, so the columns come in the struct's field order.
+    let values: Vec<indexmap::IndexMap<String, serde_json::Value>> = rows
+        .iter()
+        .map(|row| serde_json::to_string(row).and_then(|text| serde_json::from_str(&text)).map_err(|error| Error::Usage(error.to_string())))
+        .collect::<Result<_>>()?;
+    let columns: Vec<String> = values.first().map(|map| map.keys().cloned().collect()).unwrap_or_default();
+    let cells = values
+        .iter()
+        .map(|value| {
+            columns
+                .iter()
+                .map(|column| match value.get(column).unwrap_or(&serde_json::Value::Null) {
+                    serde_json::Value::Null => query::Cell::Null,
+                    serde_json::Value::Bool(flag) => query::Cell::Integer(i64::from(*flag)),
+                    serde_json::Value::Number(number) if number.is_f64() => query::Cell::Real(number.as_f64().unwrap_or(0.0)),
+                    serde_json::Value::Number(number) => query::Cell::Integer(number.as_i64().unwrap_or(i64::MAX)),
+                    serde_json::Value::String(text) => query::Cell::Text(text.clone()),
+                    other => query::Cell::Text(other.to_string()),
+                })
+                .collect()
+        })
+        .collect();
+    Ok(Table::new(columns, cells).with_sizes(sizes))
+}
+
+fn diff(db_path: &Path, args: &DiffArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let before = one_snapshot(&database.conn, &args.before)?;
+    let after = one_snapshot(&database.conn, &args.after)?;
+    let changes = analysis::diff(&database.conn, before, after)?;
+    if changes.is_empty() && args.format.format == Format::Table {
+        println!("no allocation appeared, disappeared or changed between snapshots {before} and {after}");
+        return Ok(0);
+    }
+    print(&table_of(&changes, &["size"])?, args.format.format)?;
+    Ok(0)
+}
+
+fn allocation_table(allocations: &[analysis::AllocationInfo]) -> Result<Table> {
+    #[derive(serde::Serialize)]
+    struct Row<'a> {
+        uid: &'a str,
+        kind: &'a str,
+        state: &'a str,
+        offset: u64,
+        size: u64,
+        provenance: Option<&'a str>,
+        label: Option<&'a str>,
+        objects: String,
+    }
+    let rows: Vec<Row> = allocations
+        .iter()
+        .map(|allocation| Row {
+            uid: &allocation.uid,
+            kind: &allocation.kind,
+            state: &allocation.state,
+            offset: allocation.offset,
+            size: allocation.size,
+            provenance: allocation.provenance.as_deref(),
+            label: allocation.label.as_deref(),
+            objects: allocation.objects.join(", "),
+        })
+        .collect();
+    table_of(&rows, &["size"])
+}
+
+/// The cheapest place and its blockers, for people.
+fn describe_blockers(blockers: &Blockers, out: &mut dyn Write) -> Result<()> {
+    let human = |bytes: u64| output::human_size(bytes as i64);
+    writeln!(
+        out,
+        "  cheapest place  [{}, {}): {} of it cannot be freed by collection ({} allocations in the way{})",
+        blockers.offset,
+        blockers.offset + blockers.size,
+        human(blockers.blocked_bytes),
+        blockers.blocking.len(),
+        if blockers.unaccounted_bytes > 0 { format!(", {} held by the allocator", human(blockers.unaccounted_bytes)) } else { String::new() }
+    )
+    .map_err(write_error)?;
+    if !blockers.blocking.is_empty() {
+        writeln!(out, "  moving or freeing them opens {} contiguous ({} bytes)", human(blockers.opens), blockers.opens).map_err(write_error)?;
+        writeln!(out, "  blocking allocations:").map_err(write_error)?;
+        output::render(&allocation_table(&blockers.blocking)?, Format::Table, out).map_err(write_error)?;
+    }
+    if !blockers.to_collect.is_empty() {
+        writeln!(out, "  also in that place, freed by collection or pending releases: {} allocations, {}", blockers.to_collect.len(), human(blockers.to_collect.iter().map(|a| a.size).sum())).map_err(write_error)?;
+    }
+    Ok(())
+}
+
+fn describe_finding(finding: &OomFinding, out: &mut dyn Write) -> Result<()> {
+    let human = |bytes: u64| output::human_size(bytes as i64);
+    let verdict = match finding.verdict {
+        "exhaustion" => "EXHAUSTION: fewer free bytes than the request",
+        "fragmentation" => "FRAGMENTATION: enough free bytes, but no hole is big enough",
+        _ => "a hole is big enough now (the memory changed since the request failed)",
+    };
+    let collection = if finding.solved_by_collection {
+        format!("WOULD make room: collecting everything collectable and finishing pending releases gives a {} range", human(finding.largest_reclaimable))
+    } else {
+        format!("would NOT make room: the largest range it could make is {}", human(finding.largest_reclaimable))
+    };
+    writeln!(
+        out,
+        "Out of memory in {} node {} seq {} (snapshot {}), {} {}:",
+        finding.run, finding.node, finding.seq, finding.snapshot_id, finding.memory_kind, finding.handle
+    )
+    .map_err(write_error)?;
+    writeln!(
+        out,
+        "  request         {} ({} bytes, aligned to {}){}{}",
+        human(finding.size),
+        finding.size,
+        finding.alignment,
+        finding.kind.as_deref().map(|kind| format!(", {kind}")).unwrap_or_default(),
+        finding.provenance.as_deref().map(|provenance| format!(" from {provenance}")).unwrap_or_default()
+    )
+    .map_err(write_error)?;
+    writeln!(out, "  free            {} in holes; largest hole {}", human(finding.free_bytes), human(finding.largest_hole)).map_err(write_error)?;
+    writeln!(out, "  verdict         {verdict}").map_err(write_error)?;
+    writeln!(out, "  collection      {collection}").map_err(write_error)?;
+    if let Some(blockers) = &finding.blockers {
+        describe_blockers(blockers, out)?;
+    }
+    Ok(())
+}
+
+/// Flat rows of findings for csv/json/ndjson: one per failed request, blockers as a list.
+fn print_findings(findings: &[OomFinding], format: Format) -> Result<()> {
+    let mut out = io::stdout().lock();
+    match format {
+        Format::Table => {
+            if findings.is_empty() {
+                writeln!(out, "no failed request in the selected snapshots").map_err(write_error)?;
+            }
+            for finding in findings {
+                describe_finding(finding, &mut out)?;
+                writeln!(out).map_err(write_error)?;
+            }
+            Ok(())
+        }
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(findings).map_err(|error| Error::Usage(error.to_string()))?).map_err(write_error),
+        Format::Ndjson => {
+            for finding in findings {
+                writeln!(out, "{}", serde_json::to_string(finding).map_err(|error| Error::Usage(error.to_string()))?).map_err(write_error)?;
+            }
+            Ok(())
+        }
+        Format::Csv => {
+            #[derive(serde::Serialize)]
+            struct Flat<'a> {
+                snapshot_id: i64,
+                run: &'a str,
+                node: i64,
+                seq: i64,
+                handle: &'a str,
+                size: u64,
+                alignment: u64,
+                free_bytes: u64,
+                largest_hole: u64,
+                largest_reclaimable: u64,
+                verdict: &'a str,
+                solved_by_collection: bool,
+                window_offset: Option<u64>,
+                blocked_bytes: Option<u64>,
+                blockers: String,
+            }
+            let rows: Vec<Flat> = findings
+                .iter()
+                .map(|finding| Flat {
+                    snapshot_id: finding.snapshot_id,
+                    run: &finding.run,
+                    node: finding.node,
+                    seq: finding.seq,
+                    handle: &finding.handle,
+                    size: finding.size,
+                    alignment: finding.alignment,
+                    free_bytes: finding.free_bytes,
+                    largest_hole: finding.largest_hole,
+                    largest_reclaimable: finding.largest_reclaimable,
+                    verdict: finding.verdict,
+                    solved_by_collection: finding.solved_by_collection,
+                    window_offset: finding.blockers.as_ref().map(|blockers| blockers.offset),
+                    blocked_bytes: finding.blockers.as_ref().map(|blockers| blockers.blocked_bytes),
+                    blockers: finding
+                        .blockers
+                        .as_ref()
+                        .map(|blockers| blockers.blocking.iter().map(|a| a.uid.clone()).collect::<Vec<_>>().join(" "))
+                        .unwrap_or_default(),
+                })
+                .collect();
+            output::render(&table_of(&rows, &[])?, Format::Csv, &mut out).map_err(write_error)
+        }
+    }
+}
+
+fn oom_snapshots(conn: &rusqlite::Connection, selector: Option<&str>) -> Result<Vec<i64>> {
+    match selector {
+        Some(selector) => select::snapshots(conn, selector),
+        None => {
+            let mut statement = conn
+                .prepare("SELECT DISTINCT snapshot_id FROM failed_requests ORDER BY snapshot_id")
+                .map_err(|error| Error::Query(error.to_string()))?;
+            let ids = statement.query_map([], |row| row.get(0)).map_err(|error| Error::Query(error.to_string()))?;
+            ids.collect::<rusqlite::Result<Vec<i64>>>().map_err(|error| Error::Query(error.to_string()))
+        }
+    }
+}
+
+fn oom(db_path: &Path, args: &OomArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let snapshot_ids = oom_snapshots(&database.conn, args.snapshot.as_deref())?;
+    let findings = analysis::oom(&database.conn, &snapshot_ids)?;
+    print_findings(&findings, args.format.format)?;
+    Ok(0)
+}
+
+fn blockers(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let mut reports = Vec::new();
+    for (snapshot_id, memory_id) in selected_pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())? {
+        let layout = analysis::load_layout(conn, snapshot_id, memory_id)?;
+        let alignment: u64 = match args.alignment {
+            Some(alignment) => alignment,
+            None => conn
+                .query_row("SELECT coalesce(alignment, 1) FROM memory_stats WHERE snapshot_id = ?1 AND memory_id = ?2", [snapshot_id, memory_id], |row| row.get::<_, i64>(0))
+                .map_err(|error| Error::Query(error.to_string()))?
+                .max(1) as u64,
+        };
+        let found = analysis::blockers(&layout, args.size, alignment);
+        reports.push((layout, found));
+    }
+    let mut out = io::stdout().lock();
+    match args.format.format {
+        Format::Table => {
+            for (layout, found) in &reports {
+                writeln!(out, "{} node {} seq {} (snapshot {}), {} {}: a request of {} ({} bytes)", layout.run, layout.node, layout.seq, layout.snapshot_id, layout.kind, layout.handle, output::human_size(args.size as i64), args.size).map_err(write_error)?;
+                match found {
+                    Some(blockers) => describe_blockers(blockers, &mut out)?,
+                    None => writeln!(out, "  larger than the whole memory ({})", output::human_size(layout.capacity as i64)).map_err(write_error)?,
+                }
+                writeln!(out).map_err(write_error)?;
+            }
+        }
+        format => {
+            #[derive(serde::Serialize)]
+            struct Report<'a> {
+                snapshot_id: i64,
+                handle: &'a str,
+                blockers: Option<&'a Blockers>,
+            }
+            let rows: Vec<Report> = reports.iter().map(|(layout, found)| Report { snapshot_id: layout.snapshot_id, handle: &layout.handle, blockers: found.as_ref() }).collect();
+            match format {
+                Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&rows).map_err(|error| Error::Usage(error.to_string()))?).map_err(write_error)?,
+                Format::Ndjson => {
+                    for row in &rows {
+                        writeln!(out, "{}", serde_json::to_string(row).map_err(|error| Error::Usage(error.to_string()))?).map_err(write_error)?;
+                    }
+                }
+                _ => {
+                    // csv: one row per blocking allocation.
+                    let mut combined = None;
+                    for (layout, found) in &reports {
+                        if let Some(blockers) = found {
+                            let table = allocation_table(&blockers.blocking)?;
+                            append(&mut combined, with_columns(table, &["snapshot_id", "handle", "window_offset"], &[query::Cell::Integer(layout.snapshot_id), query::Cell::Text(layout.handle.clone()), query::Cell::Integer(blockers.offset as i64)]));
+                        }
+                    }
+                    if let Some(table) = combined {
+                        output::render(&table, Format::Csv, &mut out).map_err(write_error)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn report(db_path: &Path, args: &ReportArgs) -> Result<u8> {
+    if args.list {
+        let queries = canned::all();
+        match args.format.format {
+            Format::Table => {
+                let mut out = io::stdout().lock();
+                for query in &queries {
+                    let params: Vec<String> = query.params.iter().map(|param| format!("-p {}=…", param.name)).collect();
+                    writeln!(out, "{}  {}\n    {}\n", query.name, params.join(" "), query.description).map_err(write_error)?;
+                }
+            }
+            format => {
+                let rows: Vec<serde_json::Value> = queries.iter().map(|query| serde_json::json!({"name": query.name, "description": query.description, "params": query.params.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(" ")})).collect();
+                print(&table_of(&rows, &[])?, format)?;
+            }
+        }
+        return Ok(0);
+    }
+    let name = args.name.as_deref().ok_or_else(|| Error::Usage("name a canned query (see memstate report --list)".into()))?;
+    let query = canned::find(name)?;
+    let parameters = args.params.iter().map(|text| query::parse_parameter(text)).collect::<Result<Vec<_>>>()?;
+    let database = db::open_read_only(db_path)?;
+    print(&canned::run(&database.conn, &query, &parameters)?, args.format.format)?;
+    Ok(0)
+}
+
+fn demo(args: &DemoArgs) -> Result<u8> {
+    let dumps = args.dir.join("dumps");
+    let db_path = args.dir.join("memstate.db");
+    let config = memstate::sim::Config { seed: args.seed, run_id: format!("demo-seed{}", args.seed), ..Default::default() };
+    let simulated = memstate::sim::simulate(&config, &dumps, &mut |_| {})?;
+    println!(
+        "Simulated run {}: {} nodes x {} GPUs, {} steps, {} dumps ({} allocations) written to {}",
+        config.run_id, config.nodes, config.gpus_per_node, simulated.steps, simulated.dumps, simulated.allocations, dumps.display()
+    );
+    let mut database = db::open(&db_path)?;
+    let summary = ingest::import(&mut database, &[dumps.display().to_string()], IngestOptions::default(), &mut |_| {})?;
+    print_summary(&summary, "Imported", Format::Table, Some(&db_path))?;
+    println!();
+    let conn = &database.conn;
+    let run_snapshots = oom_snapshots(conn, None)?;
+    let findings: Vec<OomFinding> = analysis::oom(conn, &run_snapshots)?.into_iter().filter(|finding| finding.run == config.run_id).collect();
+    print_findings(&findings, Format::Table)?;
+    if let Some(finding) = findings.first() {
+        let trend = listing::trend(conn, Some(&finding.handle), Some(&config.run_id))?;
+        let keep = |name: &str| trend.column(name);
+        let wanted = ["node", "seq", "time_s", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"];
+        let indices: Vec<usize> = wanted.iter().filter_map(|name| keep(name)).collect();
+        let node_column = keep("node");
+        let rows: Vec<Vec<query::Cell>> = trend
+            .rows
+            .iter()
+            .filter(|row| node_column.is_some_and(|index| row[index] == query::Cell::Integer(finding.node)))
+            .map(|row| indices.iter().map(|&index| row[index].clone()).collect())
+            .collect();
+        let shown: Vec<Vec<query::Cell>> = rows.iter().skip(rows.len().saturating_sub(8)).cloned().collect();
+        let table = Table::new(wanted.iter().map(|name| name.to_string()).collect(), shown).with_sizes(&["used_bytes", "free_bytes", "largest_hole", "largest_reclaimable"]);
+        println!("Fragmentation trend of {} on node {} (last {} snapshots):", finding.handle, finding.node, table.rows.len());
+        print(&table, Format::Table)?;
+        println!();
+    }
+    let db = db_path.display();
+    println!("Try next:");
+    println!("  memstate --db {db} oom                                  # the report above, also --format json");
+    println!("  memstate --db {db} holes --memory GPU_FB_MEM            # largest holes of every GPU");
+    println!("  memstate --db {db} allocations --by provenance          # who holds the memory");
+    println!("  memstate --db {db} trend --memory GPU_FB_MEM --format csv");
+    println!("  memstate --db {db} report --list                        # canned queries");
+    println!("  sqlite3 {db} 'SELECT * FROM memory_trend LIMIT 5'       # or any SQL over the views");
     Ok(0)
 }

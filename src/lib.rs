@@ -6,6 +6,7 @@
 //! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats), [`sim`] (the simulator that writes realistic dumps). Only the
 //! binary's CLI knows about all of them.
 
+pub mod analysis;
 pub mod db;
 pub mod dump;
 pub mod error;

@@ -76,7 +76,7 @@ impl Reason {
 }
 
 /// A half-open byte range `[offset, offset + size)` inside a memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Range {
     pub offset: u64,
     pub size: u64,

@@ -1,7 +1,10 @@
 //! Questions asked of the database: ad hoc SQL (read-only) and the result tables that every
 //! command prints through [`output`].
 
+pub mod canned;
+pub mod listing;
 pub mod output;
+pub mod select;
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::Connection;

@@ -1,0 +1,167 @@
+//! The listings behind the `snapshots`, `memories`, `stats`, `allocations` and `trend` commands:
+//! SQL over the public views, with byte columns marked for human display.
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::Connection;
+
+use super::{Cell, Table};
+use crate::error::{Error, Result};
+
+const FIGURE_SIZES: [&str; 9] = [
+    "capacity", "used_bytes", "free_bytes", "largest_hole", "reclaimable_bytes", "largest_reclaimable", "unaccounted_bytes", "size", "bytes",
+];
+
+/// Run SQL with positional parameters and collect a table.
+fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table> {
+    let mut statement = conn.prepare(sql).map_err(|error| Error::Query(error.to_string()))?;
+    let columns: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
+    let width = columns.len();
+    let mut rows = Vec::new();
+    let mut cursor = statement.query(rusqlite::params_from_iter(parameters)).map_err(|error| Error::Query(error.to_string()))?;
+    while let Some(row) = cursor.next().map_err(|error| Error::Query(error.to_string()))? {
+        let mut cells = Vec::with_capacity(width);
+        for index in 0..width {
+            cells.push(Cell::from(row.get_ref(index).map_err(|error| Error::Query(error.to_string()))?));
+        }
+        rows.push(cells);
+    }
+    Ok(Table::new(columns, rows).with_sizes(&FIGURE_SIZES))
+}
+
+/// `?1, ?2, ...` for a list of ids, and the ids as parameters.
+fn id_list(ids: &[i64], first: usize) -> (String, Vec<SqlValue>) {
+    let marks: Vec<String> = (0..ids.len()).map(|index| format!("?{}", first + index)).collect();
+    (marks.join(", "), ids.iter().map(|&id| SqlValue::Integer(id)).collect())
+}
+
+/// Every snapshot (of one run, or of all), with how many memories and allocations it holds.
+pub fn snapshots(conn: &Connection, run: Option<&str>) -> Result<Table> {
+    table(
+        conn,
+        "SELECT s.snapshot_id, s.run, s.node, s.seq, round(s.time_s, 6) AS time_s, s.reason,
+                (SELECT count(*) FROM memory_stats m WHERE m.snapshot_id = s.snapshot_id) AS memories,
+                (SELECT sum(allocation_count) FROM memory_stats m WHERE m.snapshot_id = s.snapshot_id) AS allocations,
+                (SELECT count(*) FROM failed_requests f WHERE f.snapshot_id = s.snapshot_id) AS failed_requests,
+                s.note, s.source
+         FROM snapshots s
+         WHERE ?1 IS NULL OR s.run = ?1
+         ORDER BY s.run, s.node, s.seq",
+        &[run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null)],
+    )
+}
+
+/// Every memory (of one run, or of all), with its capacity and how many snapshots show it.
+pub fn memories(conn: &Connection, run: Option<&str>) -> Result<Table> {
+    table(
+        conn,
+        "SELECT m.memory_id, m.run, m.node, m.handle, m.kind, m.name,
+                (SELECT max(capacity) FROM memory_stats ms WHERE ms.memory_id = m.memory_id) AS capacity,
+                (SELECT count(*) FROM memory_stats ms WHERE ms.memory_id = m.memory_id) AS snapshots
+         FROM memories m
+         WHERE ?1 IS NULL OR m.run = ?1
+         ORDER BY m.run, m.node, m.handle",
+        &[run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null)],
+    )
+}
+
+/// The figures of the given memories at the given snapshots (pairs of snapshot and memory ids).
+pub fn stats(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
+    let mut result: Option<Table> = None;
+    for &(snapshot_id, memory_id) in pairs {
+        let part = table(
+            conn,
+            "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
+                    t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, round(t.fragmentation, 5) AS fragmentation,
+                    t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes
+             FROM memory_trend t WHERE t.snapshot_id = ?1 AND t.memory_id = ?2",
+            &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)],
+        )?;
+        match result.as_mut() {
+            Some(table) => table.rows.extend(part.rows),
+            None => result = Some(part),
+        }
+    }
+    result.ok_or_else(|| Error::Usage("no memory matches".to_string()))
+}
+
+/// Filters of the `allocations` command.
+#[derive(Debug, Clone, Default)]
+pub struct AllocationFilter {
+    pub kind: Option<String>,
+    pub state: Option<String>,
+    /// A SQL LIKE pattern (`train.py:%`).
+    pub provenance: Option<String>,
+}
+
+/// How to group allocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GroupBy {
+    Kind,
+    State,
+    Provenance,
+    Object,
+}
+
+/// Allocations of the given memories at one snapshot, filtered, largest first (or grouped).
+pub fn allocations(
+    conn: &Connection,
+    snapshot_id: i64,
+    memory_ids: &[i64],
+    filter: &AllocationFilter,
+    group: Option<GroupBy>,
+    top: i64,
+) -> Result<Table> {
+    let (marks, mut parameters) = id_list(memory_ids, 6);
+    let mut head = vec![
+        SqlValue::Integer(snapshot_id),
+        filter.kind.clone().map(SqlValue::Text).unwrap_or(SqlValue::Null),
+        filter.state.clone().map(SqlValue::Text).unwrap_or(SqlValue::Null),
+        filter.provenance.clone().map(SqlValue::Text).unwrap_or(SqlValue::Null),
+        SqlValue::Integer(top),
+    ];
+    head.append(&mut parameters);
+    let base = format!(
+        "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
+                (SELECT group_concat(DISTINCT ao.object_id) FROM allocation_objects ao WHERE ao.run = m.run AND ao.uid = a.uid) AS objects
+         FROM allocations a JOIN memories m ON m.memory_id = a.memory_id
+         WHERE a.snapshot_id = ?1 AND a.memory_id IN ({marks})
+           AND (?2 IS NULL OR a.kind = ?2) AND (?3 IS NULL OR a.state = ?3) AND (?4 IS NULL OR a.provenance LIKE ?4)"
+    );
+    let sql = match group {
+        None => format!("{base} ORDER BY a.size DESC, m.handle, a.offset LIMIT ?5"),
+        Some(group) => {
+            let key = match group {
+                GroupBy::Kind => "kind",
+                GroupBy::State => "state",
+                GroupBy::Provenance => "provenance",
+                GroupBy::Object => "objects",
+            };
+            let name = if group == GroupBy::Object { "object" } else { key };
+            format!(
+                "SELECT {key} AS {name}, count(*) AS allocation_count, sum(size) AS bytes, max(size) AS largest
+                 FROM ({base}) GROUP BY {key} ORDER BY bytes DESC, {key} LIMIT ?5"
+            )
+        }
+    };
+    let result = table(conn, &sql, &head)?;
+    Ok(result.with_sizes(&["size", "bytes", "largest"]))
+}
+
+/// The figures of the matching memories across every snapshot (of one run, or of all).
+pub fn trend(conn: &Connection, memory: Option<&str>, run: Option<&str>) -> Result<Table> {
+    let handle = memory.and_then(crate::dump::parse::parse_id_text).filter(|_| memory.is_some_and(|text| text.starts_with("0x") || text.len() == 16));
+    table(
+        conn,
+        "SELECT run, node, seq, round(time_s, 6) AS time_s, reason, handle, kind, used_bytes, free_bytes, hole_count,
+                largest_hole, round(fragmentation, 5) AS fragmentation, reclaimable_bytes, largest_reclaimable
+         FROM memory_trend
+         WHERE (?1 IS NULL OR run = ?1)
+           AND (?2 IS NULL OR (handle = ?3 OR (?3 IS NULL AND kind = ?2)))
+         ORDER BY run, node, handle, seq",
+        &[
+            run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null),
+            memory.map(|memory| SqlValue::Text(memory.to_string())).unwrap_or(SqlValue::Null),
+            handle.map(|handle| SqlValue::Text(crate::dump::format_id(handle))).unwrap_or(SqlValue::Null),
+        ],
+    )
+}
