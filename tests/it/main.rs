@@ -1,9 +1,11 @@
 //! The integration tests: one crate, one module per area.
 
+mod analysis;
 mod cli;
 mod common;
 mod db;
 mod figures;
+mod queries;
 mod reader;
 mod schema;
 mod sim;

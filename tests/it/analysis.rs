@@ -1,0 +1,171 @@
+//! The analysis commands: the OOM verdict and blockers of the design's example (as
+//! small.expected.md states them), the golden run's OOM and diff worked out by hand, the other
+//! commands as a user runs them, and the demo.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{data, import, memstate};
+
+fn json_of(db: &Path, args: &[&str]) -> Value {
+    let output = memstate().arg("--db").arg(db).args(args).args(["--format", "json"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{args:?}: {error}"))
+}
+
+fn text_of(db: &Path, args: &[&str]) -> String {
+    let output = memstate().arg("--db").arg(db).args(args).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn the_example_oom_is_fragmentation_not_solved_by_collection_blocked_by_one_future() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let findings = json_of(&db, &["oom"]);
+    let finding = &findings[0];
+    assert_eq!(findings.as_array().unwrap().len(), 1);
+    assert_eq!(finding["size"], 300000);
+    assert_eq!(finding["free_bytes"], 323584);
+    assert_eq!(finding["largest_hole"], 225280);
+    assert_eq!(finding["verdict"], "fragmentation");
+    assert_eq!(finding["solved_by_collection"], false);
+    let blockers = &finding["blockers"];
+    assert_eq!(blockers["offset"], 655360);
+    assert_eq!(blockers["blocked_bytes"], 4096);
+    assert_eq!(blockers["opens"], 393216);
+    let blocking = blockers["blocking"].as_array().unwrap();
+    assert_eq!(blocking.len(), 1);
+    assert_eq!(blocking[0]["uid"], "0x000000000000006a");
+    assert_eq!(blocking[0]["size"], 4096);
+    assert_eq!(blocking[0]["kind"], "future");
+    assert_eq!(blocking[0]["state"], "valid");
+    // And the same in words for people.
+    let text = text_of(&db, &["oom"]);
+    assert!(text.contains("FRAGMENTATION") && text.contains("would NOT make room") && text.contains("0x000000000000006a"), "{text}");
+    // blockers for the same request, asked directly.
+    let report = json_of(&db, &["blockers", "--size", "300000", "--alignment", "512", "--memory", "0x1e00000000000003"]);
+    assert_eq!(report[0]["blockers"]["offset"], 655360);
+    assert_eq!(report[0]["blockers"]["blocking"][0]["uid"], "0x000000000000006a");
+}
+
+#[test]
+fn the_golden_oom_would_be_solved_by_collection() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("run")], 0);
+    let findings = json_of(&db, &["oom"]);
+    let finding = &findings[0];
+    // seq 2: 300 bytes aligned 100; holes total 450 but the largest is 250: fragmentation.
+    // Unmovable [0,100), [200,250), [850,950): [250,850) = 600 after collection, so it would fit.
+    assert_eq!(finding["verdict"], "fragmentation");
+    assert_eq!(finding["solved_by_collection"], true);
+    assert_eq!(finding["largest_reclaimable"], 600);
+    // The first aligned window with nothing unmovable is [300,600); collectable uid 5 is in it.
+    let blockers = &finding["blockers"];
+    assert_eq!(blockers["offset"], 300);
+    assert_eq!(blockers["blocked_bytes"], 0);
+    assert_eq!(blockers["blocking"].as_array().unwrap().len(), 0);
+    assert_eq!(blockers["to_collect"][0]["uid"], "0x0000000000000005");
+    assert_eq!(blockers["opens"], 600);
+}
+
+#[test]
+fn diff_lists_what_appeared_disappeared_and_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("run")], 0);
+    // seq 0 → 1: uid 2 collectable → pending_free; uids 4 (pending_alloc) and 5 appear.
+    let changes = json_of(&db, &["diff", "golden:0:0", "golden:0:1"]);
+    let summary: Vec<String> = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|change| format!("{} {} {} {}", change["change"].as_str().unwrap(), change["uid"].as_str().unwrap(), change["state_before"], change["state_after"]))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            "changed 0x0000000000000002 \"collectable\" \"pending_free\"",
+            "appeared 0x0000000000000004 null \"pending_alloc\"",
+            "appeared 0x0000000000000005 null \"valid\"",
+        ]
+    );
+    // seq 1 → 2 by snapshot id: uids 2 and 3 disappear, 6 appears, 4 and 5 change state.
+    let changes = json_of(&db, &["diff", "2", "3"]);
+    let kinds: Vec<&str> = changes.as_array().unwrap().iter().map(|change| change["change"].as_str().unwrap()).collect();
+    assert_eq!(kinds.iter().filter(|kind| **kind == "disappeared").count(), 2);
+    assert_eq!(kinds.iter().filter(|kind| **kind == "appeared").count(), 1);
+    assert_eq!(kinds.iter().filter(|kind| **kind == "changed").count(), 2);
+    // Selecting several snapshots where one is needed is a usage error.
+    memstate().arg("--db").arg(&db).args(["diff", "latest", "1"]).assert().code(2);
+}
+
+#[test]
+fn listing_commands_select_snapshots_and_memories() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("run")], 0);
+    let snapshots = json_of(&db, &["snapshots"]);
+    assert_eq!(snapshots.as_array().unwrap().len(), 4);
+    assert_eq!(snapshots[2]["failed_requests"], 1);
+    assert_eq!(json_of(&db, &["memories", "--run", "golden"]).as_array().unwrap().len(), 3);
+    // latest = each node's latest: node 0 seq 2 and node 1 seq 0; GPU_FB_MEM is one memory in each.
+    let stats = json_of(&db, &["stats", "--memory", "GPU_FB_MEM"]);
+    let rows: Vec<(i64, i64, i64)> = stats.as_array().unwrap().iter().map(|row| (row["node"].as_i64().unwrap(), row["seq"].as_i64().unwrap(), row["free_bytes"].as_i64().unwrap())).collect();
+    assert_eq!(rows, vec![(0, 2, 450), (1, 0, 1500)]);
+    let stats = json_of(&db, &["stats", "--snapshot", "golden:0:1", "--memory", "1e00000000000003"]);
+    assert_eq!(stats[0]["largest_hole"], 200);
+    let holes = json_of(&db, &["holes", "--snapshot", "3", "--memory", "GPU_FB_MEM", "--top", "2"]);
+    let sizes: Vec<i64> = holes.as_array().unwrap().iter().map(|hole| hole["size"].as_i64().unwrap()).collect();
+    assert_eq!(sizes, vec![250, 100]);
+    let text = text_of(&db, &["holes", "--snapshot", "3", "--memory", "GPU_FB_MEM"]);
+    assert!(text.contains("450 B free in 4 holes, largest 250 B"), "{text}");
+    let by_state = json_of(&db, &["allocations", "--snapshot", "3", "--by", "state"]);
+    assert_eq!(by_state[0]["state"], "valid");
+    assert_eq!(by_state[0]["bytes"], 350);
+    let valid_gpu = json_of(&db, &["allocations", "--snapshot", "3", "--memory", "GPU_FB_MEM", "--state", "valid", "--provenance", "a.py:%"]);
+    assert_eq!(valid_gpu.as_array().unwrap().len(), 3);
+    let trend = json_of(&db, &["trend", "--memory", "0x1e00000000000003"]);
+    let largest: Vec<i64> = trend.as_array().unwrap().iter().map(|row| row["largest_hole"].as_i64().unwrap()).collect();
+    assert_eq!(largest, vec![590, 200, 250]);
+    let table = text_of(&db, &["stats", "--snapshot", "4"]);
+    assert!(table.contains("1.5 KiB") || table.contains("1500 B"), "{table}");
+    memstate().arg("--db").arg(&db).args(["stats", "--snapshot", "golden:9:9"]).assert().code(2);
+    memstate().arg("--db").arg(&db).args(["stats", "--snapshot", "nonsense"]).assert().code(2);
+}
+
+#[test]
+fn report_lists_and_runs_canned_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("run")], 0);
+    let list = text_of(&db, &["report", "--list"]);
+    for name in ["largest-holes", "hole-histogram", "fragmentation-trend", "live-allocations", "usage-by-kind", "usage-by-state", "usage-by-provenance", "usage-by-object", "long-lived", "churn", "growth", "nodes"] {
+        assert!(list.contains(name), "{name} missing from {list}");
+    }
+    let rows = json_of(&db, &["report", "hole-histogram", "-p", "snapshot_id=3", "-p", "memory_id=1"]);
+    assert_eq!(rows.as_array().unwrap().len(), 3);
+    memstate().arg("--db").arg(&db).args(["report", "no-such-query"]).assert().code(2);
+    memstate().arg("--db").arg(&db).args(["report", "nodes", "-p", "color=blue"]).assert().code(2);
+    memstate().arg("--db").arg(&db).args(["report", "nodes"]).assert().code(2).stderr(predicates::str::contains("-p run="));
+}
+
+#[test]
+fn the_demo_runs_and_shows_the_oom() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = memstate().current_dir(dir.path()).arg("demo").output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    for words in ["Simulated run demo-seed1", "Imported", "Out of memory", "FRAGMENTATION", "blocking allocations", "Fragmentation trend", "Try next", "memstate-demo/memstate.db"] {
+        assert!(text.contains(words), "{words:?} missing from the demo:\n{text}");
+    }
+    assert!(text.lines().count() < 60, "the demo fits one screen:\n{text}");
+    // Again: the same dumps, nothing new lands.
+    let again = memstate().current_dir(dir.path()).arg("demo").output().unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("Imported 0 dumps"));
+}
