@@ -84,6 +84,17 @@ pub enum Command {
 
     /// Run a canned query of queries/ (see --list) with -p key=value parameters.
     Report(ReportArgs),
+
+    /// Draw the memory layout of a snapshot: bars in the terminal, or an interactive HTML page.
+    ///
+    /// In the terminal each memory is one proportional bar whose cells show what fills most of
+    /// their bytes (coloured on a terminal, lettered otherwise: V valid, c collectable,
+    /// f pending_free, a pending_alloc, . hole, x unaccounted). --html writes one self-contained
+    /// file (no network) to zoom and pan from the whole memory down to single allocations.
+    Map(MapArgs),
+
+    /// Draw a trend chart of a figure across a run's snapshots as SVG, one line per memory.
+    Plot(PlotArgs),
 }
 
 #[derive(Debug, Args)]
@@ -357,4 +368,45 @@ pub struct ReportArgs {
     pub params: Vec<String>,
     #[command(flatten)]
     pub format: FormatArg,
+}
+
+#[derive(Debug, Args)]
+pub struct MapArgs {
+    #[command(flatten)]
+    pub snapshot: SnapshotArg,
+    /// Several snapshots for the HTML slider: a range of ids (3..10) or a comma list of selectors.
+    #[arg(long, value_name = "SNAPSHOTS", conflicts_with = "snapshot")]
+    pub snapshots: Option<String>,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    /// Zoom the terminal bars to a byte range: START:END, sizes in bytes or human (0:64MiB).
+    #[arg(long, value_name = "START:END")]
+    pub range: Option<String>,
+    /// Write an interactive HTML map to this file instead of drawing in the terminal.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Letters instead of colours (also when the output is not a terminal, or NO_COLOR is set).
+    #[arg(long)]
+    pub no_color: bool,
+    /// Width of the terminal bars in cells.
+    #[arg(long, default_value_t = 100)]
+    pub width: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The figure to plot.
+    #[arg(long, value_enum, default_value_t = memstate::viz::plot::Metric::Fragmentation)]
+    pub metric: memstate::viz::plot::Metric,
+    #[command(flatten)]
+    pub memory: MemoryArg,
+    /// The run (default: the run of the most recently imported snapshot).
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The x axis: seconds since the run started, or snapshot sequence numbers.
+    #[arg(long = "x", value_enum, default_value_t = memstate::viz::plot::XAxis::Time)]
+    pub x_axis: memstate::viz::plot::XAxis,
+    /// The SVG file to write.
+    #[arg(long, value_name = "FILE.svg")]
+    pub out: PathBuf,
 }

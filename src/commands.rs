@@ -14,8 +14,8 @@ use memstate::analysis::{self, Blockers, OomFinding};
 use memstate::query::{canned, listing, select, Table};
 
 use crate::cli::{
-    AllocationsArgs, BlockersArgs, Cli, Command, DemoArgs, DiffArgs, HolesArgs, OomArgs, ReadArgs, ReportArgs, RunArgs, SimulateArgs,
-    SqlArgs, StatsArgs, TrendArgs,
+    AllocationsArgs, BlockersArgs, Cli, Command, DemoArgs, DiffArgs, HolesArgs, MapArgs, OomArgs, PlotArgs, ReadArgs, ReportArgs, RunArgs,
+    SimulateArgs, SqlArgs, StatsArgs, TrendArgs,
 };
 
 pub fn run(cli: Cli) -> Result<u8> {
@@ -35,6 +35,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Oom(args) => oom(&cli.db, &args),
         Command::Blockers(args) => blockers(&cli.db, &args),
         Command::Report(args) => report(&cli.db, &args),
+        Command::Map(args) => map(&cli.db, &args),
+        Command::Plot(args) => plot(&cli.db, &args),
     }
 }
 
@@ -661,13 +663,127 @@ fn demo(args: &DemoArgs) -> Result<u8> {
         print(&table, Format::Table)?;
         println!();
     }
+    // The pictures: the memory map of the run's last snapshots and the fragmentation trend.
+    let map_path = args.dir.join("map.html");
+    let plot_path = args.dir.join("fragmentation.svg");
+    if let Some(finding) = findings.first() {
+        let ids = select::snapshots_between(conn, finding.snapshot_id.saturating_sub(10), finding.snapshot_id)?;
+        let mut frames = Vec::new();
+        for snapshot_id in ids {
+            let layouts = select::memories(conn, snapshot_id, Some("GPU_FB_MEM"))?
+                .into_iter()
+                .map(|memory_id| analysis::load_layout(conn, snapshot_id, memory_id))
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(first) = layouts.first() {
+                frames.push(memstate::viz::html::Frame { label: format!("{} node {} seq {} (snapshot {snapshot_id})", first.run, first.node, first.seq), layouts });
+            }
+        }
+        let page = memstate::viz::html::render(&format!("memstate map of run {} up to the OOM", config.run_id), &frames);
+        std::fs::write(&map_path, page).map_err(|error| Error::Usage(format!("{}: cannot write: {error}", map_path.display())))?;
+        let (series, ooms) = memstate::viz::plot::load(conn, &config.run_id, Some("GPU_FB_MEM"), memstate::viz::plot::Metric::Fragmentation, memstate::viz::plot::XAxis::Time)?;
+        let svg = memstate::viz::plot::render_svg(&config.run_id, &series, &ooms, memstate::viz::plot::Metric::Fragmentation, memstate::viz::plot::XAxis::Time)?;
+        std::fs::write(&plot_path, svg).map_err(|error| Error::Usage(format!("{}: cannot write: {error}", plot_path.display())))?;
+        println!("Open {} (memory map: zoom, pan, hover) and {} (fragmentation over time).", map_path.display(), plot_path.display());
+        println!();
+    }
     let db = db_path.display();
     println!("Try next:");
     println!("  memstate --db {db} oom                                  # the report above, also --format json");
     println!("  memstate --db {db} holes --memory GPU_FB_MEM            # largest holes of every GPU");
     println!("  memstate --db {db} allocations --by provenance          # who holds the memory");
     println!("  memstate --db {db} trend --memory GPU_FB_MEM --format csv");
+    println!("  memstate --db {db} map --memory GPU_FB_MEM              # the layout in the terminal");
     println!("  memstate --db {db} report --list                        # canned queries");
     println!("  sqlite3 {db} 'SELECT * FROM memory_trend LIMIT 5'       # or any SQL over the views");
+    Ok(0)
+}
+
+/// The snapshots of `--snapshots`: `A..B` (ids, inclusive) or a comma list of selectors.
+fn snapshot_list(conn: &rusqlite::Connection, text: &str) -> Result<Vec<i64>> {
+    if let Some((low, high)) = text.split_once("..") {
+        let (low, high) = match (low.trim().parse::<i64>(), high.trim().parse::<i64>()) {
+            (Ok(low), Ok(high)) if low <= high => (low, high),
+            _ => return Err(Error::Usage(format!("--snapshots {text:?}: expected A..B with snapshot ids A <= B"))),
+        };
+        let ids = select::snapshots_between(conn, low, high)?;
+        if ids.is_empty() {
+            return Err(Error::Usage(format!("no snapshot between {low} and {high}")));
+        }
+        return Ok(ids);
+    }
+    let mut ids = Vec::new();
+    for selector in text.split(',') {
+        ids.extend(select::snapshots(conn, selector.trim())?);
+    }
+    Ok(ids)
+}
+
+fn parse_range(text: &str) -> Result<(u64, u64)> {
+    let (start, end) = text.split_once(':').ok_or_else(|| Error::Usage(format!("--range {text:?}: expected START:END")))?;
+    let size = |part: &str| if part.trim() == "0" { Ok(0) } else { memstate::sim::parse_size(part).map_err(Error::Usage) };
+    let (start, end) = (size(start)?, size(end)?);
+    if end <= start {
+        return Err(Error::Usage(format!("--range {text:?}: END must be above START")));
+    }
+    Ok((start, end))
+}
+
+fn map(db_path: &Path, args: &MapArgs) -> Result<u8> {
+    use std::io::IsTerminal;
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let snapshot_ids = match &args.snapshots {
+        Some(list) => snapshot_list(conn, list)?,
+        None => select::snapshots(conn, &args.snapshot.snapshot)?,
+    };
+    let mut frames = Vec::new();
+    for &snapshot_id in &snapshot_ids {
+        let memory_ids = select::memories(conn, snapshot_id, args.memory.memory.as_deref())?;
+        let layouts = memory_ids.iter().map(|&memory_id| analysis::load_layout(conn, snapshot_id, memory_id)).collect::<Result<Vec<_>>>()?;
+        if let Some(first) = layouts.first() {
+            let label = format!("{} node {} seq {} (snapshot {snapshot_id})", first.run, first.node, first.seq);
+            frames.push(memstate::viz::html::Frame { label, layouts });
+        }
+    }
+    if frames.is_empty() {
+        return Err(Error::Usage(format!("no memory matches {:?} in the selected snapshots", args.memory.memory.as_deref().unwrap_or(""))));
+    }
+    if let Some(path) = &args.html {
+        let title = match frames.as_slice() {
+            [one] => format!("memstate map of {}", one.label),
+            several => format!("memstate map of {} snapshots, from {}", several.len(), several[0].label),
+        };
+        let page = memstate::viz::html::render(&title, &frames);
+        std::fs::write(path, page.as_bytes()).map_err(|error| Error::Usage(format!("{}: cannot write: {error}", path.display())))?;
+        let allocations: usize = frames.iter().flat_map(|frame| frame.layouts.iter()).map(|layout| layout.allocations.len()).sum();
+        println!("wrote {} ({}, {} snapshots, {allocations} allocations)", path.display(), output::human_size(page.len() as i64), frames.len());
+        return Ok(0);
+    }
+    let range = args.range.as_deref().map(parse_range).transpose()?;
+    let color = !args.no_color && io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let style = memstate::viz::terminal::Style { width: args.width.clamp(10, 1000), color };
+    let mut out = io::stdout().lock();
+    writeln!(out, "{}", memstate::viz::terminal::legend(style)).map_err(write_error)?;
+    for frame in &frames {
+        for layout in &frame.layouts {
+            memstate::viz::terminal::draw(layout, range, style, &mut out).map_err(write_error)?;
+        }
+    }
+    Ok(0)
+}
+
+fn plot(db_path: &Path, args: &PlotArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let run = match &args.run {
+        Some(run) => run.clone(),
+        None => conn
+            .query_row("SELECT run FROM snapshots ORDER BY snapshot_id DESC LIMIT 1", [], |row| row.get(0))
+            .map_err(|_| Error::Usage("the database holds no snapshot".to_string()))?,
+    };
+    let (series, ooms) = memstate::viz::plot::load(conn, &run, args.memory.memory.as_deref(), args.metric, args.x_axis)?;
+    let svg = memstate::viz::plot::render_svg(&run, &series, &ooms, args.metric, args.x_axis)?;
+    std::fs::write(&args.out, svg.as_bytes()).map_err(|error| Error::Usage(format!("{}: cannot write: {error}", args.out.display())))?;
+    println!("wrote {} ({} lines, {} oom marks)", args.out.display(), series.len(), ooms.len());
     Ok(0)
 }

@@ -3,7 +3,7 @@
 //! snapshot and across a run.
 //!
 //! The modules follow the design's rooms: [`dump`] (the format and its reader), [`db`] (the
-//! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats), [`sim`] (the simulator that writes realistic dumps). Only the
+//! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats), [`sim`] (the simulator that writes realistic dumps), [`viz`] (memory maps and trend charts). Only the
 //! binary's CLI knows about all of them.
 
 pub mod analysis;
@@ -13,5 +13,6 @@ pub mod error;
 pub mod ingest;
 pub mod query;
 pub mod sim;
+pub mod viz;
 
 pub use error::{Error, Result};

@@ -69,3 +69,8 @@ pub fn memories(conn: &Connection, snapshot_id: i64, selector: Option<&str>) -> 
         },
     }
 }
+
+/// The snapshot ids from `low` to `high` (inclusive).
+pub fn snapshots_between(conn: &Connection, low: i64, high: i64) -> Result<Vec<i64>> {
+    ids(conn, "SELECT snapshot_id FROM snapshots WHERE snapshot_id BETWEEN ?1 AND ?2 ORDER BY snapshot_id", [low, high])
+}

@@ -1,0 +1,106 @@
+//! Seeing the memory: [`terminal`] draws a proportional bar per memory, [`html`] writes one
+//! self-contained interactive page, [`plot`] draws trend charts as SVG. The painting rules shared
+//! by the first two live here: what fills each byte of a memory, one category per byte.
+
+pub mod html;
+pub mod plot;
+pub mod terminal;
+
+use crate::analysis::Layout;
+use crate::dump::figures::{gaps, merge};
+use crate::dump::Range;
+
+/// What fills a byte of a memory, in drawing order (later wins where two overlap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Fill {
+    Unaccounted,
+    Hole,
+    PendingFree,
+    Collectable,
+    Valid,
+    PendingAlloc,
+}
+
+impl Fill {
+    pub const ALL: [Fill; 6] = [Fill::Valid, Fill::Collectable, Fill::PendingFree, Fill::PendingAlloc, Fill::Hole, Fill::Unaccounted];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fill::Valid => "valid",
+            Fill::Collectable => "collectable",
+            Fill::PendingFree => "pending_free",
+            Fill::PendingAlloc => "pending_alloc",
+            Fill::Hole => "hole",
+            Fill::Unaccounted => "unaccounted",
+        }
+    }
+
+    pub fn of_state(state: &str) -> Fill {
+        match state {
+            "valid" => Fill::Valid,
+            "collectable" => Fill::Collectable,
+            "pending_free" => Fill::PendingFree,
+            _ => Fill::PendingAlloc,
+        }
+    }
+}
+
+/// The memory as disjoint painted segments, sorted by offset: allocations (a pending_alloc wins
+/// over the pending_free under it), holes, and unaccounted bytes.
+pub fn segments(layout: &Layout) -> Vec<(Range, Fill)> {
+    let pending_alloc = merge(layout.allocations.iter().filter(|a| a.state == "pending_alloc").map(|a| a.range()));
+    let mut painted: Vec<(Range, Fill)> = Vec::new();
+    for allocation in &layout.allocations {
+        let fill = Fill::of_state(&allocation.state);
+        if fill == Fill::PendingFree {
+            // Only the parts not claimed by a deferred allocation.
+            let own = gaps(&pending_alloc, layout.capacity);
+            for part in own {
+                let start = part.offset.max(allocation.offset);
+                let end = part.end().min(allocation.range().end());
+                if end > start {
+                    painted.push((Range { offset: start, size: end - start }, fill));
+                }
+            }
+        } else {
+            painted.push((allocation.range(), fill));
+        }
+    }
+    for hole in &layout.holes {
+        painted.push((*hole, Fill::Hole));
+    }
+    for range in layout.unaccounted() {
+        painted.push((range, Fill::Unaccounted));
+    }
+    painted.sort_by_key(|(range, fill)| (range.offset, *fill));
+    painted
+}
+
+/// For `cells` equal cells over `[start, end)`: the fill covering most bytes of each cell.
+pub fn cells(segments: &[(Range, Fill)], start: u64, end: u64, cells: usize) -> Vec<Option<Fill>> {
+    let span = end.saturating_sub(start).max(1);
+    let mut bytes = vec![[0u64; 6]; cells];
+    let first = segments.partition_point(|(range, _)| range.end() <= start);
+    for (range, fill) in &segments[first..] {
+        if range.offset >= end {
+            break;
+        }
+        let low = range.offset.max(start);
+        let high = range.end().min(end);
+        let mut position = low;
+        while position < high {
+            let cell = (((position - start) as u128 * cells as u128) / span as u128) as usize;
+            let cell_end = start + ((cell as u128 + 1) * span as u128).div_ceil(cells as u128) as u64;
+            let upto = high.min(cell_end.max(position + 1));
+            bytes[cell.min(cells - 1)][*fill as usize] += upto - position;
+            position = upto;
+        }
+    }
+    bytes
+        .iter()
+        .map(|counts| {
+            let (index, most) = counts.iter().enumerate().max_by_key(|(index, count)| (**count, *index))?;
+            (*most > 0).then(|| [Fill::Unaccounted, Fill::Hole, Fill::PendingFree, Fill::Collectable, Fill::Valid, Fill::PendingAlloc][index])
+        })
+        .collect()
+}

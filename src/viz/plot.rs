@@ -1,0 +1,177 @@
+//! Trend charts as SVG (plotters' SVG backend): one line per memory of a figure over time or
+//! sequence number, titled, with labelled axes, units and a legend, and each `oom` snapshot marked.
+
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use rusqlite::Connection;
+
+use crate::error::{Error, Result};
+use crate::query::output::human_size;
+
+/// The figure on the y axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Metric {
+    Used,
+    Free,
+    LargestHole,
+    Fragmentation,
+    Reclaimable,
+    LargestReclaimable,
+}
+
+impl Metric {
+    fn column(self) -> &'static str {
+        match self {
+            Metric::Used => "used_bytes",
+            Metric::Free => "free_bytes",
+            Metric::LargestHole => "largest_hole",
+            Metric::Fragmentation => "fragmentation",
+            Metric::Reclaimable => "reclaimable_bytes",
+            Metric::LargestReclaimable => "largest_reclaimable",
+        }
+    }
+    fn title(self) -> &'static str {
+        match self {
+            Metric::Used => "Used bytes",
+            Metric::Free => "Free bytes (in holes)",
+            Metric::LargestHole => "Largest hole",
+            Metric::Fragmentation => "Fragmentation (1 - largest hole / free)",
+            Metric::Reclaimable => "Reclaimable bytes (collectable + pending_free)",
+            Metric::LargestReclaimable => "Largest range after collection",
+        }
+    }
+    fn is_bytes(self) -> bool {
+        self != Metric::Fragmentation
+    }
+}
+
+/// The x axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum XAxis {
+    /// Seconds since the run started.
+    Time,
+    /// The snapshot's sequence number.
+    Seq,
+}
+
+/// One line of the chart.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The lines (one per memory of `run` matching `memory`) and the x of each oom snapshot.
+pub fn load(conn: &Connection, run: &str, memory: Option<&str>, metric: Metric, x_axis: XAxis) -> Result<(Vec<Series>, Vec<f64>)> {
+    let x = match x_axis {
+        XAxis::Time => "time_s",
+        XAxis::Seq => "seq",
+    };
+    let handle = memory
+        .and_then(crate::dump::parse::parse_id_text)
+        .filter(|_| memory.is_some_and(|text| text.starts_with("0x") || text.len() == 16))
+        .map(crate::dump::format_id);
+    let sql = format!(
+        "SELECT node, handle, kind, {x}, {y}, reason FROM memory_trend
+         WHERE run = ?1 AND (?2 IS NULL OR handle = ?3 OR (?3 IS NULL AND kind = ?2))
+         ORDER BY node, handle, seq",
+        y = metric.column()
+    );
+    let query_error = |error: rusqlite::Error| Error::Query(error.to_string());
+    let mut statement = conn.prepare(&sql).map_err(query_error)?;
+    let rows = statement
+        .query_map(rusqlite::params![run, memory, handle], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, f64>(3)?, row.get::<_, f64>(4)?, row.get::<_, String>(5)?))
+        })
+        .map_err(query_error)?;
+    let mut series: Vec<Series> = Vec::new();
+    let mut ooms = Vec::new();
+    for row in rows {
+        let (node, handle, kind, x, y, reason) = row.map_err(query_error)?;
+        let label = format!("node {node} {kind} {handle}");
+        match series.last_mut() {
+            Some(last) if last.label == label => last.points.push((x, y)),
+            _ => series.push(Series { label, points: vec![(x, y)] }),
+        }
+        if reason == "oom" && !ooms.contains(&x) {
+            ooms.push(x);
+        }
+    }
+    if series.is_empty() {
+        return Err(Error::Usage(format!("no memory of run {run:?} matches {:?}", memory.unwrap_or("(all)"))));
+    }
+    Ok((series, ooms))
+}
+
+fn plot_error(error: impl std::fmt::Display) -> Error {
+    Error::Usage(format!("cannot draw the chart: {error}"))
+}
+
+/// The chart as SVG text.
+pub fn render_svg(run: &str, series: &[Series], ooms: &[f64], metric: Metric, x_axis: XAxis) -> Result<String> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 620)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_error)?;
+        let points = series.iter().flat_map(|line| line.points.iter());
+        let (mut x_min, mut x_max, mut y_max) = (f64::MAX, f64::MIN, 0.0f64);
+        for &(x, y) in points {
+            x_min = x_min.min(x);
+            x_max = x_max.max(x);
+            y_max = y_max.max(y);
+        }
+        if x_max <= x_min {
+            x_max = x_min + 1.0;
+        }
+        let y_top = if metric.is_bytes() { (y_max * 1.08).max(1.0) } else { 1.0 };
+        let x_label = match x_axis {
+            XAxis::Time => "time since the run started (s)",
+            XAxis::Seq => "snapshot (seq)",
+        };
+        let y_label = if metric.is_bytes() { format!("{} (bytes)", metric.title()) } else { metric.title().to_string() };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{} — run {run}", metric.title()), ("sans-serif", 22))
+            .margin(16)
+            .x_label_area_size(48)
+            .y_label_area_size(90)
+            .build_cartesian_2d(x_min..x_max, 0.0..y_top)
+            .map_err(plot_error)?;
+        let bytes = metric.is_bytes();
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .y_label_formatter(&|value| if bytes { human_size(*value as i64) } else { format!("{value:.2}") })
+            .draw()
+            .map_err(plot_error)?;
+        for (index, line) in series.iter().enumerate() {
+            let colour = Palette99::pick(index).to_rgba();
+            chart
+                .draw_series(LineSeries::new(line.points.iter().copied(), colour.stroke_width(2)))
+                .map_err(plot_error)?
+                .label(line.label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
+        }
+        for &x in ooms {
+            chart
+                .draw_series(LineSeries::new(vec![(x, 0.0), (x, y_top)], RED.stroke_width(2)))
+                .map_err(plot_error)?;
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    "OOM ".to_string(),
+                    (x, y_top * 0.97),
+                    ("sans-serif", 16).into_font().color(&RED).pos(Pos::new(HPos::Right, VPos::Top)),
+                )))
+                .map_err(plot_error)?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::UpperLeft)
+            .draw()
+            .map_err(plot_error)?;
+        root.present().map_err(plot_error)?;
+    }
+    Ok(svg)
+}

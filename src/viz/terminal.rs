@@ -1,0 +1,83 @@
+//! The memory map in a terminal: one proportional bar per memory, each cell showing what fills
+//! most of its bytes, coloured on a terminal or lettered (`--no-color`, or when not a terminal).
+
+use std::io::{self, Write};
+
+use super::{cells, segments, Fill};
+use crate::analysis::Layout;
+use crate::query::output::human_size;
+
+/// How to draw the bars.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub width: usize,
+    pub color: bool,
+}
+
+fn letter(fill: Option<Fill>) -> char {
+    match fill {
+        Some(Fill::Valid) => 'V',
+        Some(Fill::Collectable) => 'c',
+        Some(Fill::PendingFree) => 'f',
+        Some(Fill::PendingAlloc) => 'a',
+        Some(Fill::Hole) => '.',
+        Some(Fill::Unaccounted) => 'x',
+        None => ' ',
+    }
+}
+
+/// ANSI colours: red valid, yellow collectable, blue pending_free, magenta pending_alloc,
+/// green holes, grey unaccounted.
+fn colour(fill: Option<Fill>) -> &'static str {
+    match fill {
+        Some(Fill::Valid) => "\x1b[31m█",
+        Some(Fill::Collectable) => "\x1b[33m█",
+        Some(Fill::PendingFree) => "\x1b[34m█",
+        Some(Fill::PendingAlloc) => "\x1b[35m█",
+        Some(Fill::Hole) => "\x1b[32m·",
+        Some(Fill::Unaccounted) => "\x1b[90m▒",
+        None => " ",
+    }
+}
+
+/// The legend line.
+pub fn legend(style: Style) -> String {
+    let mut parts = Vec::new();
+    for fill in Fill::ALL {
+        let mark = if style.color { format!("{}\x1b[0m", colour(Some(fill))) } else { letter(Some(fill)).to_string() };
+        parts.push(format!("{mark} {}", fill.name()));
+    }
+    parts.join("  ")
+}
+
+/// Draw one memory over `[start, end)` (the whole memory when `None`).
+pub fn draw(layout: &Layout, range: Option<(u64, u64)>, style: Style, out: &mut dyn Write) -> io::Result<()> {
+    let (start, end) = range.unwrap_or((0, layout.capacity));
+    let end = end.min(layout.capacity);
+    let fragmentation = if layout.free_bytes == 0 { 0.0 } else { 1.0 - layout.largest_hole as f64 / layout.free_bytes as f64 };
+    writeln!(
+        out,
+        "{} {} (node {}, seq {}): {} capacity, {} free in {} holes, largest hole {}, fragmentation {:.3}, largest after collection {}",
+        layout.handle,
+        layout.kind,
+        layout.node,
+        layout.seq,
+        human_size(layout.capacity as i64),
+        human_size(layout.free_bytes as i64),
+        layout.holes.len(),
+        human_size(layout.largest_hole as i64),
+        fragmentation,
+        human_size(layout.largest_reclaimable as i64),
+    )?;
+    let painted = segments(layout);
+    let row: String = cells(&painted, start, end, style.width.max(1))
+        .into_iter()
+        .map(|fill| if style.color { colour(fill).to_string() } else { letter(fill).to_string() })
+        .collect();
+    let reset = if style.color { "\x1b[0m" } else { "" };
+    writeln!(out, "|{row}{reset}|")?;
+    let left = format!("{start}");
+    let right = format!("{end}");
+    let pad = (style.width + 2).saturating_sub(left.len() + right.len());
+    writeln!(out, "{left}{}{right}", " ".repeat(pad))
+}
