@@ -9,3 +9,4 @@ mod queries;
 mod reader;
 mod schema;
 mod sim;
+mod viz;

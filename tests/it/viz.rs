@@ -1,0 +1,129 @@
+//! Seeing the memory: the terminal bars worked out by hand on the design's example, the HTML map
+//! opened in headless Chromium (no script error, canvas drawn, a screenshot), and the SVG chart.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::common::{data, import, memstate, write_json};
+
+#[test]
+fn terminal_bars_of_the_example_by_hand() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let output = memstate().arg("--db").arg(&db).args(["map", "--width", "16"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = String::from_utf8(output.stdout).unwrap();
+    // GPU, 65536 bytes a cell: valid [0,262144) = 4 cells, collectable 2, hole 1, valid 1, the
+    // pending_alloc [524288,655360) 2 over the pending_free, whose rest is 2 more; then holes (the
+    // 4096-byte future is a small part of cell 12).
+    assert!(text.contains("|VVVVcc.Vaaff....|"), "{text}");
+    // SYSTEM, 256 bytes a cell: valid [0,1024), unaccounted [1024,2048), listed hole, unaccounted.
+    assert!(text.contains("|VVVVxxxx....xxxx|"), "{text}");
+    assert!(text.contains("V valid") && text.contains(". hole") && text.contains("x unaccounted"), "legend: {text}");
+    assert!(!text.contains('\x1b'), "no colours when not a terminal");
+    // Zoomed on [458752, 851968): 12 cells of 32768 bytes: valid 2, pending_alloc 4, the rest of
+    // the pending_free 4, a hole, then the cell holding the future but mostly hole.
+    let zoom = memstate().arg("--db").arg(&db).args(["map", "--memory", "GPU_FB_MEM", "--width", "12", "--range", "458752:851968"]).output().unwrap();
+    let zoom = String::from_utf8(zoom.stdout).unwrap();
+    assert!(zoom.contains("|VVaaaaffff..|"), "{zoom}");
+    memstate().arg("--db").arg(&db).args(["map", "--range", "9:3"]).assert().code(2);
+}
+
+fn chromium() -> PathBuf {
+    let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
+    let found = candidates.iter().map(PathBuf::from).find(|path| path.exists());
+    found.expect("headless Chromium is needed for this test (.ci/run installs Debian's chromium)")
+}
+
+/// Open a page in headless Chromium: the DOM after load, and a screenshot.
+fn open_in_chromium(page: &Path, screenshot: &Path) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let common = |command: &mut Command| {
+        command
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg("--window-size=1200,500");
+    };
+    let mut dump = Command::new(chromium());
+    common(&mut dump);
+    let output = dump.arg("--dump-dom").arg(format!("file://{}", page.display())).output().unwrap();
+    assert!(output.status.success(), "chromium: {}", String::from_utf8_lossy(&output.stderr));
+    let mut shot = Command::new(chromium());
+    common(&mut shot);
+    let status = shot.arg(format!("--screenshot={}", screenshot.display())).arg(format!("file://{}", page.display())).output().unwrap();
+    assert!(status.status.success());
+    assert!(std::fs::metadata(screenshot).map(|meta| meta.len() > 1000).unwrap_or(false), "no screenshot");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn body_attribute(dom: &str, name: &str) -> Option<String> {
+    let body = &dom[dom.find("<body")?..];
+    let body = &body[..body.find('>')?];
+    let key = format!("{name}=\"");
+    let start = body.find(&key)? + key.len();
+    Some(body[start..start + body[start..].find('"')?].to_string())
+}
+
+#[test]
+fn the_html_map_draws_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    // A simulated run, several snapshots for the slider.
+    let config = memstate::sim::Config { steps: 80, ..Default::default() };
+    memstate::sim::simulate(&config, &dir.path().join("run"), &mut |_| {}).unwrap();
+    import(&db, &[&dir.path().join("run")], 0);
+    let page = dir.path().join("map.html");
+    memstate().arg("--db").arg(&db).args(["map", "--snapshots", "1..8", "--html"]).arg(&page).assert().success();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script src"), "the page must not reach the network");
+    let dom = open_in_chromium(&page, &dir.path().join("map.png"));
+    assert_eq!(body_attribute(&dom, "data-error"), None, "script error in the page");
+    assert_eq!(body_attribute(&dom, "data-drawn").as_deref(), Some("1"), "the page did not draw");
+    let painted: u64 = body_attribute(&dom, "data-painted").unwrap().parse().unwrap();
+    assert!(painted > 10_000, "only {painted} pixels painted");
+    assert!(dom.contains("Largest holes") && dom.contains("GPU_FB_MEM"), "chooser and holes list");
+}
+
+#[test]
+fn the_html_map_handles_fifty_thousand_allocations() {
+    let dir = tempfile::tempdir().unwrap();
+    let allocations: Vec<serde_json::Value> = (0..50_000u64)
+        .map(|index| {
+            let state = ["valid", "collectable", "pending_free", "valid"][(index % 4) as usize];
+            json!({"uid": index + 1, "kind": "instance", "state": state, "offset": index * 4096, "size": 2048 + (index % 3) * 512, "provenance": format!("app.py:{}", index % 97)})
+        })
+        .collect();
+    let dump = json!({"format": "memstate-dump", "version": 1, "run": {"id": "big", "node": 0}, "snapshot": {"seq": 0, "time_ns": 0, "reason": "request"},
+        "memories": [{"id": "0x1e00000000000003", "kind": "GPU_FB_MEM", "capacity": 50_000u64 * 4096, "allocations": allocations}]});
+    let file = write_json(dir.path(), "big.json", &dump);
+    let db = dir.path().join("t.db");
+    import(&db, &[&file], 0);
+    let page = dir.path().join("big.html");
+    memstate().arg("--db").arg(&db).args(["map", "--html"]).arg(&page).assert().success();
+    let bytes = std::fs::metadata(&page).unwrap().len();
+    assert!(bytes < 50_000 * 80, "{bytes} bytes for 50,000 allocations");
+    let dom = open_in_chromium(&page, &dir.path().join("big.png"));
+    assert_eq!(body_attribute(&dom, "data-error"), None);
+    assert_eq!(body_attribute(&dom, "data-drawn").as_deref(), Some("1"));
+    eprintln!("50,000 allocations: {bytes} bytes, first draw {} ms", body_attribute(&dom, "data-draw-ms").unwrap_or_default());
+}
+
+#[test]
+fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("run")], 0);
+    let svg_path = dir.path().join("trend.svg");
+    memstate().arg("--db").arg(&db).args(["plot", "--metric", "largest-hole", "--x", "seq", "--run", "golden", "--out"]).arg(&svg_path).assert().success();
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
+    for words in ["Largest hole", "run golden", "snapshot (seq)", "(bytes)", "node 0 GPU_FB_MEM 0x1e00000000000003", "node 1 GPU_FB_MEM 0x1e00010000000003", "OOM"] {
+        assert!(svg.contains(words), "{words:?} missing from the chart");
+    }
+    // Three memories: three lines (polylines), plus the OOM mark.
+    assert!(svg.matches("<polyline").count() >= 4, "lines: {}", svg.matches("<polyline").count());
+    memstate().arg("--db").arg(&db).args(["plot", "--memory", "HDF_MEM", "--out"]).arg(dir.path().join("x.svg")).assert().code(2);
+}
