@@ -107,6 +107,23 @@ fn start_reader(paths: &[String], options: IngestOptions) -> (u64, u64, Vec<Erro
     (count, ignored, expanded.errors, receiver)
 }
 
+fn refused(summary: &mut Summary, error: &Error, report: &mut dyn FnMut(Event)) {
+    summary.refused += 1;
+    report(Event::Refused { error });
+}
+
+/// Start reading: report the inputs and the paths that cannot be read at all.
+fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> (Summary, Receiver<Item>) {
+    let mut summary = Summary::default();
+    let (count, ignored, path_errors, receiver) = start_reader(paths, options);
+    summary.ignored_files = ignored;
+    report(Event::Inputs { count });
+    for error in &path_errors {
+        refused(&mut summary, error, report);
+    }
+    (summary, receiver)
+}
+
 /// Import every dump and annotations file found under `paths` into `database`.
 ///
 /// Refused records are reported and counted; the others land. Only an error of the database itself
@@ -118,14 +135,7 @@ pub fn import(
     report: &mut dyn FnMut(Event),
 ) -> Result<Summary> {
     let started = Instant::now();
-    let mut summary = Summary::default();
-    let (count, ignored, path_errors, receiver) = start_reader(paths, options);
-    summary.ignored_files = ignored;
-    report(Event::Inputs { count });
-    for error in &path_errors {
-        summary.refused += 1;
-        report(Event::Refused { error });
-    }
+    let (mut summary, receiver) = begin(paths, options, report);
     let db_display = database.display();
     let mut importer = Importer::new(&mut database.conn, db_display);
     for item in receiver {
@@ -140,20 +150,14 @@ pub fn import(
                     summary.allocations += allocations;
                 }
                 Ok(Outcome::Unchanged { .. }) => summary.unchanged += 1,
-                Err(error @ Error::Input { .. }) => {
-                    summary.refused += 1;
-                    report(Event::Refused { error: &error });
-                }
+                Err(error @ Error::Input { .. }) => refused(&mut summary, &error, report),
                 Err(error) => return Err(error),
             },
             Item::Annotations { annotations } => {
                 importer.import_annotations(&annotations)?;
                 summary.annotations += 1;
             }
-            Item::Refused(error) => {
-                summary.refused += 1;
-                report(Event::Refused { error: &error });
-            }
+            Item::Refused(error) => refused(&mut summary, &error, report),
             Item::InputDone => {
                 summary.inputs += 1;
                 report(Event::InputDone);
@@ -168,14 +172,7 @@ pub fn import(
 /// Read and check every record under `paths` without a database.
 pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> Summary {
     let started = Instant::now();
-    let mut summary = Summary::default();
-    let (count, ignored, path_errors, receiver) = start_reader(paths, options);
-    summary.ignored_files = ignored;
-    report(Event::Inputs { count });
-    for error in &path_errors {
-        summary.refused += 1;
-        report(Event::Refused { error });
-    }
+    let (mut summary, receiver) = begin(paths, options, report);
     for item in receiver {
         match item {
             Item::Dump { prepared, .. } => {
@@ -183,10 +180,7 @@ pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut
                 summary.allocations += prepared.dump.allocation_count() as u64;
             }
             Item::Annotations { .. } => summary.annotations += 1,
-            Item::Refused(error) => {
-                summary.refused += 1;
-                report(Event::Refused { error: &error });
-            }
+            Item::Refused(error) => refused(&mut summary, &error, report),
             Item::InputDone => {
                 summary.inputs += 1;
                 report(Event::InputDone);

@@ -2,6 +2,7 @@
 //! holes and figures derived from a memory. docs/FORMAT.md is the contract this module implements.
 
 pub mod figures;
+pub mod json;
 pub mod model;
 pub mod parse;
 pub mod read;

@@ -1,6 +1,6 @@
 //! Turning the JSON text of one record into a validated [`Document`].
 //!
-//! The text is parsed into a `serde_json::Value` first and then walked by hand: that is what lets
+//! The text is parsed into a borrowed JSON tree ([`super::json`]) first and then walked by hand: that is what lets
 //! every failure name its JSON path (`memories[1].allocations[42].size`) and say what was expected,
 //! which derive-based deserialisation cannot do for a rule that spans fields (overlaps, capacity,
 //! uniqueness). Every rule of docs/FORMAT.md is checked here and nowhere else.
@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use serde_json::{Map, Value};
+use super::json::{Json, Number, Object as JsonObject};
 
 use super::model::*;
 use crate::error::{Error, Result};
@@ -56,7 +56,7 @@ pub fn parse_document(text: &[u8], file: &str, options: Options) -> Result<Docum
     if text.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::input(file, "", "empty input: expected a memstate dump (a JSON object)"));
     }
-    let value: Value = serde_json::from_slice(text).map_err(|error| syntax_error(file, &error))?;
+    let value: Json = serde_json::from_slice(text).map_err(|error| syntax_error(file, &error))?;
     let mut parser = Parser::new(file, options);
     let top = parser.object(&value, &Path::Root)?;
     let format = parser.required(top, "format", &Path::Root)?;
@@ -98,31 +98,27 @@ fn syntax_error(file: &str, error: &serde_json::Error) -> Error {
 }
 
 /// How a value looks, for "expected X, found Y" messages.
-fn describe(value: &Value) -> String {
+fn describe(value: &Json) -> String {
     match value {
-        Value::Null => "null".to_string(),
-        Value::Bool(flag) => flag.to_string(),
-        Value::Number(number) => {
-            if number.is_f64() {
-                let float = number.as_f64().unwrap_or(f64::NAN);
-                if float.fract() == 0.0 && float.abs() >= 9.2e18 {
-                    format!("{number} (too large)")
-                } else {
-                    format!("{number} (not an integer)")
-                }
+        Json::Null => "null".to_string(),
+        Json::Bool(flag) => flag.to_string(),
+        Json::Number(Number::Float(float)) => {
+            if float.fract() == 0.0 && float.abs() >= 9.2e18 {
+                format!("{float} (too large)")
             } else {
-                number.to_string()
+                format!("{float} (not an integer)")
             }
         }
-        Value::String(text) => {
+        Json::Number(number) => number.to_string(),
+        Json::String(text) => {
             let mut shown: String = text.chars().take(40).collect();
             if shown.len() < text.len() {
                 shown.push('…');
             }
             format!("a string ({shown:?})")
         }
-        Value::Array(_) => "an array".to_string(),
-        Value::Object(_) => "an object".to_string(),
+        Json::Array(_) => "an array".to_string(),
+        Json::Object(_) => "an object".to_string(),
     }
 }
 
@@ -154,19 +150,19 @@ impl<'f> Parser<'f> {
         Error::input(self.file, path.to_string(), message)
     }
 
-    fn object<'v>(&self, value: &'v Value, path: &Path) -> Result<&'v Map<String, Value>> {
+    fn object<'v>(&self, value: &'v Json<'v>, path: &Path) -> Result<&'v JsonObject<'v>> {
         value
             .as_object()
             .ok_or_else(|| self.error(path, format!("expected an object, found {}", describe(value))))
     }
 
-    fn array<'v>(&self, value: &'v Value, path: &Path) -> Result<&'v Vec<Value>> {
+    fn array<'v>(&self, value: &'v Json<'v>, path: &Path) -> Result<&'v Vec<Json<'v>>> {
         value
             .as_array()
             .ok_or_else(|| self.error(path, format!("expected an array, found {}", describe(value))))
     }
 
-    fn required<'v>(&self, map: &'v Map<String, Value>, key: &str, parent: &Path) -> Result<&'v Value> {
+    fn required<'v>(&self, map: &'v JsonObject<'v>, key: &str, parent: &Path) -> Result<&'v Json<'v>> {
         match map.get(key) {
             Some(value) if !value.is_null() => Ok(value),
             Some(_) => Err(self.error(&parent.key(key), "required field is null")),
@@ -175,23 +171,23 @@ impl<'f> Parser<'f> {
     }
 
     /// An optional field: absent and `null` both mean "not given".
-    fn optional<'v>(&self, map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+    fn optional<'v>(&self, map: &'v JsonObject<'v>, key: &str) -> Option<&'v Json<'v>> {
         map.get(key).filter(|value| !value.is_null())
     }
 
     /// In strict mode, refuse keys the format does not define at this level.
-    fn check_known(&self, map: &Map<String, Value>, known: &[&str], path: &Path) -> Result<()> {
+    fn check_known(&self, map: &JsonObject<'_>, known: &[&str], path: &Path) -> Result<()> {
         if !self.options.strict {
             return Ok(());
         }
-        match map.keys().find(|key| !known.contains(&key.as_str())) {
+        match map.keys().find(|key| !known.contains(key)) {
             Some(key) => Err(self.error(&path.key(key), "unknown field (refused in strict mode)")),
             None => Ok(()),
         }
     }
 
     /// A size or offset: a non-negative JSON integer below 2^63.
-    fn size(&self, value: &Value, path: &Path) -> Result<u64> {
+    fn size(&self, value: &Json, path: &Path) -> Result<u64> {
         match value.as_u64() {
             Some(size) if size <= i64::MAX as u64 => Ok(size),
             Some(size) => Err(self.error(path, format!("{size} is above the largest size, 2^63 - 1"))),
@@ -202,19 +198,19 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn positive_size(&self, value: &Value, path: &Path) -> Result<u64> {
+    fn positive_size(&self, value: &Json, path: &Path) -> Result<u64> {
         match self.size(value, path)? {
             0 => Err(self.error(path, "expected a size above 0, found 0")),
             size => Ok(size),
         }
     }
 
-    fn optional_size(&self, map: &Map<String, Value>, key: &str, parent: &Path) -> Result<Option<u64>> {
+    fn optional_size(&self, map: &JsonObject<'_>, key: &str, parent: &Path) -> Result<Option<u64>> {
         self.optional(map, key).map(|value| self.size(value, &parent.key(key))).transpose()
     }
 
     /// A JSON integer that fits in i64 and is at least `min`.
-    fn integer(&self, value: &Value, path: &Path, min: i64) -> Result<i64> {
+    fn integer(&self, value: &Json, path: &Path, min: i64) -> Result<i64> {
         match value.as_i64() {
             Some(number) if number >= min => Ok(number),
             Some(number) => Err(self.error(path, format!("expected an integer >= {min}, found {number}"))),
@@ -225,15 +221,15 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_integer(&self, map: &Map<String, Value>, key: &str, parent: &Path, min: i64) -> Result<Option<i64>> {
+    fn optional_integer(&self, map: &JsonObject<'_>, key: &str, parent: &Path, min: i64) -> Result<Option<i64>> {
         self.optional(map, key).map(|value| self.integer(value, &parent.key(key), min)).transpose()
     }
 
     /// An id: `0x` and 1 to 16 hex digits, bare hex digits, or a non-negative integer.
-    fn id(&self, value: &Value, path: &Path) -> Result<u64> {
+    fn id(&self, value: &Json, path: &Path) -> Result<u64> {
         let parsed = match value {
-            Value::String(text) => parse_id_text(text),
-            Value::Number(number) => number.as_u64(),
+            Json::String(text) => parse_id_text(text),
+            Json::Number(_) => value.as_u64(),
             _ => None,
         };
         parsed.ok_or_else(|| {
@@ -248,10 +244,10 @@ impl<'f> Parser<'f> {
     }
 
     /// A string value: a JSON string, or an index into the record's `strings` table.
-    fn text<'v>(&'v self, value: &'v Value, path: &Path) -> Result<&'v str> {
+    fn text<'v>(&'v self, value: &'v Json<'v>, path: &Path) -> Result<&'v str> {
         match value {
-            Value::String(text) => Ok(text),
-            Value::Number(number) => match number.as_u64() {
+            Json::String(text) => Ok(text),
+            Json::Number(_) => match value.as_u64() {
                 Some(index) => self.table.get(index as usize).map(String::as_str).ok_or_else(|| {
                     self.error(
                         path,
@@ -273,16 +269,16 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn owned_text(&self, value: &Value, path: &Path) -> Result<String> {
+    fn owned_text(&self, value: &Json, path: &Path) -> Result<String> {
         self.text(value, path).map(str::to_string)
     }
 
-    fn optional_owned_text(&self, map: &Map<String, Value>, key: &str, parent: &Path) -> Result<Option<String>> {
+    fn optional_owned_text(&self, map: &JsonObject<'_>, key: &str, parent: &Path) -> Result<Option<String>> {
         self.optional(map, key).map(|value| self.owned_text(value, &parent.key(key))).transpose()
     }
 
     /// A string value, interned into the result's table.
-    fn sym(&mut self, value: &Value, path: &Path) -> Result<Sym> {
+    fn sym(&mut self, value: &Json, path: &Path) -> Result<Sym> {
         if let Some(index) = value.as_u64() {
             if let Some(Some(sym)) = self.table_syms.get(index as usize) {
                 return Ok(*sym);
@@ -293,7 +289,7 @@ impl<'f> Parser<'f> {
             return Ok(sym);
         }
         match value {
-            Value::String(text) => Ok(self.intern(text)),
+            Json::String(text) => Ok(self.intern(text)),
             _ => Err(self.error(
                 path,
                 format!("expected a string or an index into strings, found {}", describe(value)),
@@ -301,7 +297,7 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_sym(&mut self, map: &Map<String, Value>, key: &str, parent: &Path) -> Result<Option<Sym>> {
+    fn optional_sym(&mut self, map: &JsonObject<'_>, key: &str, parent: &Path) -> Result<Option<Sym>> {
         match self.optional(map, key) {
             Some(value) => self.sym(value, &parent.key(key)).map(Some),
             None => Ok(None),
@@ -325,7 +321,7 @@ impl<'f> Parser<'f> {
         sym
     }
 
-    fn version(&self, top: &Map<String, Value>) -> Result<u32> {
+    fn version(&self, top: &JsonObject<'_>) -> Result<u32> {
         let path = Path::Root.key("version");
         let value = self.required(top, "version", &Path::Root)?;
         match value.as_u64() {
@@ -340,14 +336,14 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn string_table(&mut self, top: &Map<String, Value>) -> Result<()> {
+    fn string_table(&mut self, top: &JsonObject<'_>) -> Result<()> {
         let Some(value) = self.optional(top, "strings") else { return Ok(()) };
         let path = Path::Root.key("strings");
         let entries = self.array(value, &path)?;
         let mut table = Vec::with_capacity(entries.len());
         for (index, entry) in entries.iter().enumerate() {
             match entry {
-                Value::String(text) => table.push(text.clone()),
+                Json::String(text) => table.push(text.to_string()),
                 other => {
                     return Err(self.error(&path.index(index), format!("expected a string, found {}", describe(other))))
                 }
@@ -358,7 +354,7 @@ impl<'f> Parser<'f> {
         Ok(())
     }
 
-    fn dump(&mut self, top: &Map<String, Value>) -> Result<Dump> {
+    fn dump(&mut self, top: &JsonObject<'_>) -> Result<Dump> {
         let root = Path::Root;
         let version = self.version(top)?;
         self.check_known(
@@ -407,7 +403,7 @@ impl<'f> Parser<'f> {
         })
     }
 
-    fn producer(&mut self, value: &Value) -> Result<Option<Sym>> {
+    fn producer(&mut self, value: &Json) -> Result<Option<Sym>> {
         let path = Path::Root.key("producer");
         let map = self.object(value, &path)?;
         self.check_known(map, &["name", "version", "commit"], &path)?;
@@ -425,7 +421,7 @@ impl<'f> Parser<'f> {
         Ok(if text.is_empty() { None } else { Some(self.intern_owned(text)) })
     }
 
-    fn run(&mut self, value: &Value) -> Result<Run> {
+    fn run(&mut self, value: &Json) -> Result<Run> {
         let path = Path::Root.key("run");
         let map = self.object(value, &path)?;
         self.check_known(map, &["id", "node", "node_count", "host", "pid"], &path)?;
@@ -448,7 +444,7 @@ impl<'f> Parser<'f> {
         Ok(Run { id, node, node_count, host, pid })
     }
 
-    fn snapshot(&mut self, value: &Value) -> Result<Snapshot> {
+    fn snapshot(&mut self, value: &Json) -> Result<Snapshot> {
         let path = Path::Root.key("snapshot");
         let map = self.object(value, &path)?;
         self.check_known(map, &["seq", "time_ns", "wall_time", "reason", "note"], &path)?;
@@ -475,7 +471,7 @@ impl<'f> Parser<'f> {
         Ok(Snapshot { seq, time_ns, wall_time, reason, note })
     }
 
-    fn objects(&mut self, value: &Value, path: &Path) -> Result<Vec<Object>> {
+    fn objects(&mut self, value: &Json, path: &Path) -> Result<Vec<Object>> {
         let values = self.array(value, path)?;
         let mut objects = Vec::with_capacity(values.len());
         let mut seen: HashMap<Sym, usize> = HashMap::new();
@@ -493,7 +489,7 @@ impl<'f> Parser<'f> {
         Ok(objects)
     }
 
-    fn object_entry(&mut self, value: &Value, path: &Path) -> Result<Object> {
+    fn object_entry(&mut self, value: &Json, path: &Path) -> Result<Object> {
         let map = self.object(value, path)?;
         self.check_known(
             map,
@@ -525,12 +521,12 @@ impl<'f> Parser<'f> {
 
     /// Free-form attributes: an object of strings, numbers and booleans, kept as canonical JSON.
     /// Inside `attrs` a number is a number, never an index into `strings`.
-    fn attrs(&self, map: &Map<String, Value>, parent: &Path) -> Result<Option<String>> {
+    fn attrs(&self, map: &JsonObject<'_>, parent: &Path) -> Result<Option<String>> {
         let Some(value) = self.optional(map, "attrs") else { return Ok(None) };
         let path = parent.key("attrs");
         let attrs = self.object(value, &path)?;
-        for (key, entry) in attrs {
-            if !matches!(entry, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+        for (key, entry) in attrs.iter() {
+            if !matches!(entry, Json::String(_) | Json::Number(_) | Json::Bool(_)) {
                 return Err(self.error(
                     &path.key(key),
                     format!("expected a string, number or boolean, found {}", describe(entry)),
@@ -538,10 +534,10 @@ impl<'f> Parser<'f> {
             }
         }
         // serde_json's Map keeps keys sorted, so this text is canonical.
-        Ok(Some(serde_json::to_string(attrs).unwrap_or_default()))
+        Ok(Some(Json::Object(attrs.clone()).to_value().to_string()))
     }
 
-    fn memory(&mut self, value: &Value, path: &Path) -> Result<Memory> {
+    fn memory(&mut self, value: &Json, path: &Path) -> Result<Memory> {
         let map = self.object(value, path)?;
         self.check_known(
             map,
@@ -589,7 +585,7 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn allocation(&mut self, value: &Value, path: &Path, capacity: u64) -> Result<Allocation> {
+    fn allocation(&mut self, value: &Json, path: &Path, capacity: u64) -> Result<Allocation> {
         let map = self.object(value, path)?;
         self.check_known(
             map,
@@ -690,7 +686,7 @@ impl<'f> Parser<'f> {
     /// Rule 4: listed holes overlap no allocation and no other hole.
     fn holes(
         &self,
-        value: &Value,
+        value: &Json,
         path: &Path,
         capacity: u64,
         allocations: &[Allocation],
@@ -745,7 +741,7 @@ impl<'f> Parser<'f> {
         Ok(holes.into_iter().map(|(hole, _)| hole).collect())
     }
 
-    fn failed_request(&mut self, value: &Value, path: &Path) -> Result<FailedRequest> {
+    fn failed_request(&mut self, value: &Json, path: &Path) -> Result<FailedRequest> {
         let map = self.object(value, path)?;
         self.check_known(map, &["size", "alignment", "kind", "provenance", "time_ns", "note"], path)?;
         let size = self.positive_size(self.required(map, "size", path)?, &path.key("size"))?;
@@ -782,7 +778,7 @@ impl<'f> Parser<'f> {
         Ok(())
     }
 
-    fn annotations(&mut self, top: &Map<String, Value>) -> Result<Annotations> {
+    fn annotations(&mut self, top: &JsonObject<'_>) -> Result<Annotations> {
         let root = Path::Root;
         let version = self.version(top)?;
         self.check_known(top, &["format", "version", "run", "strings", "objects", "links"], &root)?;

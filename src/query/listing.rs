@@ -149,7 +149,7 @@ pub fn allocations(
 
 /// The figures of the matching memories across every snapshot (of one run, or of all).
 pub fn trend(conn: &Connection, memory: Option<&str>, run: Option<&str>) -> Result<Table> {
-    let handle = memory.and_then(crate::dump::parse::parse_id_text).filter(|_| memory.is_some_and(|text| text.starts_with("0x") || text.len() == 16));
+    let handle = memory.and_then(super::select::memory_handle);
     table(
         conn,
         "SELECT run, node, seq, round(time_s, 6) AS time_s, reason, handle, kind, used_bytes, free_bytes, hole_count,
@@ -161,7 +161,7 @@ pub fn trend(conn: &Connection, memory: Option<&str>, run: Option<&str>) -> Resu
         &[
             run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null),
             memory.map(|memory| SqlValue::Text(memory.to_string())).unwrap_or(SqlValue::Null),
-            handle.map(|handle| SqlValue::Text(crate::dump::format_id(handle))).unwrap_or(SqlValue::Null),
+            handle.map(SqlValue::Text).unwrap_or(SqlValue::Null),
         ],
     )
 }

@@ -59,12 +59,8 @@ pub fn memories(conn: &Connection, snapshot_id: i64, selector: Option<&str>) -> 
                WHERE ms.snapshot_id = ?1";
     match selector {
         None => ids(conn, &format!("{all} ORDER BY m.handle"), [snapshot_id]),
-        Some(text) => match parse_id_text(text).filter(|_| text.starts_with("0x") || text.len() == 16) {
-            Some(handle) => ids(
-                conn,
-                &format!("{all} AND m.handle = ?2 ORDER BY m.handle"),
-                params![snapshot_id, crate::dump::format_id(handle)],
-            ),
+        Some(text) => match memory_handle(text) {
+            Some(handle) => ids(conn, &format!("{all} AND m.handle = ?2 ORDER BY m.handle"), params![snapshot_id, handle]),
             None => ids(conn, &format!("{all} AND m.kind = ?2 ORDER BY m.handle"), params![snapshot_id, text]),
         },
     }
@@ -73,4 +69,12 @@ pub fn memories(conn: &Connection, snapshot_id: i64, selector: Option<&str>) -> 
 /// The snapshot ids from `low` to `high` (inclusive).
 pub fn snapshots_between(conn: &Connection, low: i64, high: i64) -> Result<Vec<i64>> {
     ids(conn, "SELECT snapshot_id FROM snapshots WHERE snapshot_id BETWEEN ?1 AND ?2 ORDER BY snapshot_id", [low, high])
+}
+
+/// The canonical handle a memory selector names, when it is an id rather than a kind: `0x` and
+/// hex digits, or 16 bare hex digits as Realm prints them (so a kind like `FACE` stays a kind).
+pub fn memory_handle(selector: &str) -> Option<String> {
+    parse_id_text(selector)
+        .filter(|_| selector.starts_with("0x") || selector.starts_with("0X") || selector.len() == 16)
+        .map(crate::dump::format_id)
 }

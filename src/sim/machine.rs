@@ -191,9 +191,15 @@ impl Memory {
             .filter(|allocation| allocation.state == State::Collectable)
             .map(|allocation| allocation.uid)
             .collect();
+        self.free_space_of(&collectable);
+    }
+
+    /// Remove allocations and give their space back, except the parts that deferred allocations
+    /// already claim (those pass to them).
+    fn free_space_of(&mut self, uids: &[u64]) {
         let claimed = merge(self.ranges_in(State::PendingAlloc));
-        for uid in collectable {
-            if let Some(allocation) = self.allocations.remove(&uid) {
+        for uid in uids {
+            if let Some(allocation) = self.allocations.remove(uid) {
                 for part in subtract(&[allocation.range()], &claimed) {
                     self.allocator.free(part.offset, part.size);
                 }
@@ -266,17 +272,7 @@ impl Memory {
         if due.is_empty() {
             return Vec::new();
         }
-        let claimed = merge(self.ranges_in(State::PendingAlloc));
-        for uid in due {
-            if let Some(allocation) = self.allocations.remove(&uid) {
-                for part in subtract(&[allocation.range()], &claimed) {
-                    self.allocator.free(part.offset, part.size);
-                }
-                if let Some(handle) = allocation.handle {
-                    self.release_handle(handle);
-                }
-            }
-        }
+        self.free_space_of(&due);
         let pending_free = merge(self.ranges_in(State::PendingFree));
         let mut now_valid = Vec::new();
         for allocation in self.allocations.values_mut() {

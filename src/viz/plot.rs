@@ -67,10 +67,7 @@ pub fn load(conn: &Connection, run: &str, memory: Option<&str>, metric: Metric, 
         XAxis::Time => "time_s",
         XAxis::Seq => "seq",
     };
-    let handle = memory
-        .and_then(crate::dump::parse::parse_id_text)
-        .filter(|_| memory.is_some_and(|text| text.starts_with("0x") || text.len() == 16))
-        .map(crate::dump::format_id);
+    let handle = memory.and_then(crate::query::select::memory_handle);
     let sql = format!(
         "SELECT node, handle, kind, {x}, {y}, reason FROM memory_trend
          WHERE run = ?1 AND (?2 IS NULL OR handle = ?3 OR (?3 IS NULL AND kind = ?2))
