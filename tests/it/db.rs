@@ -186,3 +186,42 @@ fn sql_cannot_change_the_database() {
     }
     assert!(!dir.path().join("other.db").exists());
 }
+
+#[test]
+fn a_killed_import_leaves_only_whole_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("run");
+    let config = memstate::sim::Config { steps: 400, continue_after_oom: true, intensity: 2.0, ..Default::default() };
+    let written = memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
+    let db = dir.path().join("t.db");
+    // A database with a schema and one snapshot first.
+    import(&db, &[&data("small.json")], 0);
+    // Kill the importer part-way, at a few different moments.
+    for delay_ms in [40u64, 90, 160] {
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+            .arg("--db")
+            .arg(&db)
+            .args(["import", "--quiet"])
+            .arg(&folder)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(scalar::<String>(&db, "PRAGMA integrity_check"), "ok");
+        // Every snapshot that is there is whole: its allocations match the figures stored with it.
+        let broken: i64 = scalar(
+            &db,
+            "SELECT count(*) FROM memory_stats ms
+             WHERE ms.allocation_count != (SELECT count(*) FROM allocations a WHERE a.snapshot_id = ms.snapshot_id AND a.memory_id = ms.memory_id)",
+        );
+        assert_eq!(broken, 0);
+        let incomplete: i64 = scalar(&db, "SELECT count(*) FROM snapshots s WHERE (SELECT count(*) FROM memory_stats m WHERE m.snapshot_id = s.snapshot_id) = 0");
+        assert_eq!(incomplete, 0);
+    }
+    // Importing again completes the run: the landed dumps are unchanged, the others land.
+    import(&db, &[&folder], 0);
+    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), written.dumps as i64 + 1);
+}
