@@ -40,6 +40,10 @@ fn chromium() -> PathBuf {
 
 /// Open a page in headless Chromium: the DOM after load, and a screenshot.
 fn open_in_chromium(page: &Path, screenshot: &Path) -> String {
+    open_link_in_chromium(page, "", screenshot)
+}
+
+fn open_link_in_chromium(page: &Path, hash: &str, screenshot: &Path) -> String {
     let profile = tempfile::tempdir().unwrap();
     let common = |command: &mut Command| {
         command
@@ -49,11 +53,11 @@ fn open_in_chromium(page: &Path, screenshot: &Path) -> String {
     };
     let mut dump = Command::new(chromium());
     common(&mut dump);
-    let output = dump.arg("--dump-dom").arg(format!("file://{}", page.display())).output().unwrap();
+    let output = dump.arg("--dump-dom").arg(format!("file://{}{hash}", page.display())).output().unwrap();
     assert!(output.status.success(), "chromium: {}", String::from_utf8_lossy(&output.stderr));
     let mut shot = Command::new(chromium());
     common(&mut shot);
-    let status = shot.arg(format!("--screenshot={}", screenshot.display())).arg(format!("file://{}", page.display())).output().unwrap();
+    let status = shot.arg(format!("--screenshot={}", screenshot.display())).arg(format!("file://{}{hash}", page.display())).output().unwrap();
     assert!(status.status.success());
     assert!(std::fs::metadata(screenshot).map(|meta| meta.len() > 1000).unwrap_or(false), "no screenshot");
     String::from_utf8(output.stdout).unwrap()
@@ -126,4 +130,30 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
     // Three memories: three lines (polylines), plus the OOM mark.
     assert!(svg.matches("<polyline").count() >= 4, "lines: {}", svg.matches("<polyline").count());
     memstate().arg("--db").arg(&db).args(["plot", "--memory", "HDF_MEM", "--out"]).arg(dir.path().join("x.svg")).assert().code(2);
+}
+
+#[test]
+fn the_html_map_zooms_and_tells_what_is_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let page = dir.path().join("small.html");
+    memstate().arg("--db").arg(&db).args(["map", "--memory", "GPU_FB_MEM", "--html"]).arg(&page).assert().success();
+    // Zoom on the future at [819200, 823296) and ask what is at its first byte.
+    let dom = open_link_in_chromium(&page, "#range=818176:824320&probe=819200", &dir.path().join("zoom.png"));
+    assert_eq!(body_attribute(&dom, "data-error"), None);
+    assert_eq!(body_attribute(&dom, "data-view").as_deref(), Some("818176:824320"));
+    let probe = body_attribute(&dom, "data-probe").expect("the probe ran");
+    assert!(probe.contains("uid 0x000000000000006a") && probe.contains("future, valid") && probe.contains("size 4096") && probe.contains("future 0 of task 42"), "{probe}");
+    // A hole, and the allocation holding a client object.
+    let dom = open_link_in_chromium(&page, "#probe=400000", &dir.path().join("hole.png"));
+    assert!(body_attribute(&dom, "data-probe").unwrap().contains("hole [393216, 458752)"));
+    let dom = open_link_in_chromium(&page, "#probe=1000", &dir.path().join("object.png"));
+    let probe = body_attribute(&dom, "data-probe").unwrap();
+    assert!(probe.contains("provenance train.py:12") && probe.contains("objects store-17 (x)"), "{probe}");
+    // The view never leaves the memory.
+    let dom = open_link_in_chromium(&page, "#range=2000000:3000000", &dir.path().join("clamped.png"));
+    let view = body_attribute(&dom, "data-view").unwrap();
+    let end: f64 = view.split(':').nth(1).unwrap().parse().unwrap();
+    assert!(end <= 1048576.0, "{view}");
 }
