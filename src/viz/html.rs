@@ -62,7 +62,11 @@ pub fn render(title: &str, frames: &[Frame]) -> String {
                 .iter()
                 .map(|layout| {
                     let mut flat = Vec::with_capacity(layout.allocations.len() * 8);
-                    for allocation in &layout.allocations {
+                    // By offset, and a pending_alloc after the pending_free it shares a start with,
+                    // so the page draws it on top.
+                    let mut ordered: Vec<_> = layout.allocations.iter().collect();
+                    ordered.sort_by_key(|allocation| (allocation.offset, allocation.state == "pending_alloc"));
+                    for allocation in ordered {
                         let uid = allocation.uid.trim_start_matches("0x").trim_start_matches('0');
                         let objects = (!allocation.objects.is_empty()).then(|| allocation.objects.join(", "));
                         flat.push(json!(allocation.offset));

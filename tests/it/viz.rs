@@ -145,6 +145,9 @@ fn the_html_map_zooms_and_tells_what_is_where() {
     assert_eq!(body_attribute(&dom, "data-view").as_deref(), Some("818176:824320"));
     let probe = body_attribute(&dom, "data-probe").expect("the probe ran");
     assert!(probe.contains("uid 0x000000000000006a") && probe.contains("future, valid") && probe.contains("size 4096") && probe.contains("future 0 of task 42"), "{probe}");
+    // Where a pending_alloc lies over a pending_free, it is the one shown.
+    let dom = open_link_in_chromium(&page, "#probe=524288", &dir.path().join("deferred.png"));
+    assert!(body_attribute(&dom, "data-probe").unwrap().contains("pending_alloc"));
     // A hole, and the allocation holding a client object.
     let dom = open_link_in_chromium(&page, "#probe=400000", &dir.path().join("hole.png"));
     assert!(body_attribute(&dom, "data-probe").unwrap().contains("hole [393216, 458752)"));
