@@ -114,7 +114,6 @@ impl<'c> Importer<'c> {
         for text in &dump.strings {
             ids.push(intern(&transaction, &mut self.string_ids, new_strings, text).map_err(db_error)?);
         }
-        let sym = |sym: Sym| ids[sym.0 as usize];
         let opt = |sym: Option<Sym>| sym.map(sym_id(&ids));
 
         let producer = opt(dump.producer);
@@ -152,7 +151,7 @@ impl<'c> Importer<'c> {
         let snapshot_id = transaction.last_insert_rowid();
 
         upsert_objects(&transaction, run_id, &dump.objects, &ids).map_err(db_error)?;
-        let allocations = insert_memories(&transaction, run_id, snapshot_id, prepared, &ids, &sym).map_err(db_error)?;
+        let allocations = insert_memories(&transaction, run_id, snapshot_id, prepared, &ids).map_err(db_error)?;
         transaction.commit().map_err(db_error)?;
         Ok(if replaced {
             Outcome::Replaced { snapshot_id, allocations }
@@ -295,10 +294,10 @@ fn insert_memories(
     snapshot_id: i64,
     prepared: &Prepared,
     ids: &[i64],
-    sym: &dyn Fn(Sym) -> i64,
 ) -> rusqlite::Result<u64> {
     let dump: &Dump = &prepared.dump;
-    let opt = |value: Option<Sym>| value.map(sym_id(ids));
+    let sym = sym_id(ids);
+    let opt = |value: Option<Sym>| value.map(&sym);
     let mut writers = RowWriters {
         allocation: conn.prepare_cached(
             "INSERT INTO allocation (memory_id, snapshot_id, offset, uid, size, state, kind, handle, alignment,

@@ -19,9 +19,8 @@ pub use parse::{parse_document, parse_dump, Options, FORMAT_VERSION};
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub dump: Dump,
-    /// Per memory, in the order of `dump.memories`: its holes, sorted by offset.
-    pub holes: Vec<Vec<Range>>,
-    /// Per memory: its holes as a JSON array of `[offset, size]` pairs, as the database stores them.
+    /// Per memory, in the order of `dump.memories`: its holes (sorted by offset) as a JSON array
+    /// of `[offset, size]` pairs, as the database stores them.
     pub holes_json: Vec<String>,
     /// Per memory: its derived figures.
     pub figures: Vec<MemoryFigures>,
@@ -32,11 +31,15 @@ pub struct Prepared {
 
 /// Derive holes, figures and the content digest of a validated dump.
 pub fn prepare(dump: Dump) -> Prepared {
-    let holes: Vec<Vec<Range>> = dump.memories.iter().map(figures::holes).collect();
-    let figures = dump.memories.iter().zip(&holes).map(|(memory, holes)| figures::figures(memory, holes)).collect();
+    let mut holes_json = Vec::with_capacity(dump.memories.len());
+    let mut memory_figures = Vec::with_capacity(dump.memories.len());
+    for memory in &dump.memories {
+        let holes = figures::holes(memory);
+        memory_figures.push(figures::figures(memory, &holes));
+        holes_json.push(ranges_json(&holes));
+    }
     let digest = content_digest(&dump);
-    let holes_json = holes.iter().map(|holes| ranges_json(holes)).collect();
-    Prepared { dump, holes, holes_json, figures, digest }
+    Prepared { dump, holes_json, figures: memory_figures, digest }
 }
 
 /// The content digest of a dump. It feeds the model's derived `Hash` (field by field, lengths
