@@ -137,8 +137,26 @@ fn validate(args: &ReadArgs) -> Result<u8> {
 fn sql(db_path: &Path, args: &SqlArgs) -> Result<u8> {
     let parameters = args.params.iter().map(|text| query::parse_parameter(text)).collect::<Result<Vec<_>>>()?;
     let database = db::open_read_only(db_path)?;
-    let table = query::run(&database.conn, &args.query, &parameters)?;
-    output::render(&table, args.format, &mut io::stdout().lock()).map_err(write_error)?;
+    if args.format == Format::Table {
+        let table = query::run(&database.conn, &args.query, &parameters)?;
+        output::render(&table, args.format, &mut io::stdout().lock()).map_err(write_error)?;
+        return Ok(0);
+    }
+    // Machine-readable output streams: a query over millions of allocations is never held in memory.
+    let mut stream: Option<output::RowStream> = None;
+    query::for_each_row(&database.conn, &args.query, &parameters, &mut |event| match event {
+        query::RowEvent::Columns(columns) => {
+            stream = Some(output::RowStream::start(columns, args.format, Box::new(io::stdout().lock())).map_err(write_error)?);
+            Ok(())
+        }
+        query::RowEvent::Row(cells) => match stream.as_mut() {
+            Some(writer) => writer.row(&cells).map_err(write_error),
+            None => Ok(()),
+        },
+    })?;
+    if let Some(writer) = stream {
+        writer.finish().map_err(write_error)?;
+    }
     Ok(0)
 }
 

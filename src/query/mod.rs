@@ -64,6 +64,32 @@ pub fn parse_parameter(text: &str) -> Result<(String, String)> {
 ///
 /// On a read-only connection (see `db::open_read_only`) SQLite refuses anything that writes.
 pub fn run(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Result<Table> {
+    let mut columns = Vec::new();
+    let mut rows = Vec::new();
+    for_each_row(conn, sql, parameters, &mut |event| {
+        match event {
+            RowEvent::Columns(names) => columns = names.to_vec(),
+            RowEvent::Row(cells) => rows.push(cells),
+        }
+        Ok(())
+    })?;
+    Ok(Table::new(columns, rows))
+}
+
+/// What [`for_each_row`] hands over: the column names once, then each row.
+pub enum RowEvent<'a> {
+    Columns(&'a [String]),
+    Row(Vec<Cell>),
+}
+
+/// Run one SQL statement and hand its column names, then each row as it comes, to `visit`,
+/// without holding the result. An error from `visit` stops the query.
+pub fn for_each_row(
+    conn: &Connection,
+    sql: &str,
+    parameters: &[(String, String)],
+    visit: &mut dyn FnMut(RowEvent) -> Result<()>,
+) -> Result<()> {
     let mut statement = conn.prepare(sql).map_err(|error| Error::Query(describe_sql_error(&error)))?;
     for (key, value) in parameters {
         let name = format!(":{key}");
@@ -82,18 +108,18 @@ pub fn run(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Res
             }
         }
     }
-    let columns: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
-    let width = columns.len();
-    let mut rows = Vec::new();
+    let names: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
+    visit(RowEvent::Columns(&names))?;
+    let width = names.len();
     let mut cursor = statement.raw_query();
-    while let Some(row) = cursor.next().map_err(|error| Error::Query(describe_sql_error(&error)))? {
+    while let Some(current) = cursor.next().map_err(|error| Error::Query(describe_sql_error(&error)))? {
         let mut cells = Vec::with_capacity(width);
         for index in 0..width {
-            cells.push(Cell::from(row.get_ref(index).map_err(|error| Error::Query(error.to_string()))?));
+            cells.push(Cell::from(current.get_ref(index).map_err(|error| Error::Query(error.to_string()))?));
         }
-        rows.push(cells);
+        visit(RowEvent::Row(cells))?;
     }
-    Ok(Table::new(columns, rows))
+    Ok(())
 }
 
 fn describe_sql_error(error: &rusqlite::Error) -> String {

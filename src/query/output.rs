@@ -171,28 +171,70 @@ pub fn render(table: &Table, format: Format, out: &mut dyn Write) -> io::Result<
                 pretty.print(out).map(|_| ())
             }
         }
-        Format::Csv => {
-            let mut writer = csv::Writer::from_writer(out);
-            writer.write_record(&table.columns).map_err(io::Error::other)?;
+        format => {
+            let mut stream = RowStream::start(&table.columns, format, Box::new(out))?;
             for row in &table.rows {
-                writer.write_record(row.iter().map(cell_exact)).map_err(io::Error::other)?;
+                stream.row(row)?;
             }
-            writer.flush()
+            stream.finish()
         }
-        Format::Json => {
-            writeln!(out, "[")?;
-            for (index, row) in table.rows.iter().enumerate() {
-                let separator = if index + 1 < table.rows.len() { "," } else { "" };
-                writeln!(out, "  {}{separator}", json_object(&table.columns, row))?;
+    }
+}
+
+/// Exact, machine-readable output written row by row (csv, json, ndjson), so a result of any size
+/// is never held in memory.
+pub struct RowStream<'w> {
+    columns: Vec<String>,
+    format: Format,
+    csv: Option<csv::Writer<Box<dyn Write + 'w>>>,
+    out: Option<Box<dyn Write + 'w>>,
+    rows: u64,
+}
+
+impl<'w> RowStream<'w> {
+    /// Begin: the csv header, or the opening bracket of a json array. `format` must not be table.
+    pub fn start(columns: &[String], format: Format, mut out: Box<dyn Write + 'w>) -> io::Result<RowStream<'w>> {
+        let mut stream = RowStream { columns: columns.to_vec(), format, csv: None, out: None, rows: 0 };
+        match format {
+            Format::Csv => {
+                let mut writer = csv::Writer::from_writer(out);
+                writer.write_record(columns).map_err(io::Error::other)?;
+                stream.csv = Some(writer);
             }
-            writeln!(out, "]")
-        }
-        Format::Ndjson => {
-            for row in &table.rows {
-                writeln!(out, "{}", json_object(&table.columns, row))?;
+            Format::Json => {
+                out.write_all(b"[\n")?;
+                stream.out = Some(out);
             }
-            Ok(())
+            Format::Ndjson | Format::Table => stream.out = Some(out),
         }
+        Ok(stream)
+    }
+
+    pub fn row(&mut self, cells: &[Cell]) -> io::Result<()> {
+        if let Some(writer) = self.csv.as_mut() {
+            writer.write_record(cells.iter().map(cell_exact)).map_err(io::Error::other)?;
+        } else if let Some(out) = self.out.as_mut() {
+            let object = json_object(&self.columns, cells);
+            match self.format {
+                Format::Json => write!(out, "{}  {object}", if self.rows > 0 { ",\n" } else { "" })?,
+                _ => writeln!(out, "{object}")?,
+            }
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        if let Some(mut writer) = self.csv.take() {
+            return writer.flush();
+        }
+        if let Some(out) = self.out.as_mut() {
+            if self.format == Format::Json {
+                out.write_all(if self.rows > 0 { b"\n]\n" } else { b"]\n" })?;
+            }
+            out.flush()?;
+        }
+        Ok(())
     }
 }
 
