@@ -24,28 +24,13 @@ fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
 }
 
-/// A small deterministic generator (SplitMix64), so every run benchmarks the same bytes.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 const KINDS: [&str; 5] = ["instance", "deferred_buffer", "future", "instance", "instance"];
 const STATES: [&str; 4] = ["valid", "valid", "collectable", "pending_free"];
 
 /// Write `dumps` dumps of 4 memories with `allocations` allocations each into `folder`.
 fn generate(folder: &Path, dumps: usize, allocations: usize) -> u64 {
-    let mut random = Random(42);
+    // The simulator's SplitMix64 generator: every run benchmarks the same bytes.
+    let mut random = memstate::sim::workload::Random::new(42);
     let mut total = 0;
     let mut uid = 1u64;
     for seq in 0..dumps {

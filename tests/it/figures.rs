@@ -3,6 +3,7 @@
 
 use memstate::dump::figures::{figures, holes, MemoryFigures};
 use memstate::dump::{parse_dump, Allocation, Memory, Options, Range, State, Sym};
+use memstate::sim::workload::Random;
 
 use crate::common::{data, import, scalar};
 
@@ -124,21 +125,6 @@ fn hand_worked_fixtures() {
     let memory = dump.memories.iter().find(|memory| memory.id == 5).unwrap();
     let offsets: Vec<u64> = memory.allocations.iter().map(|allocation| allocation.offset).collect();
     assert_eq!(offsets, vec![0, 300, 600]);
-}
-
-/// A deterministic generator for the model test (SplitMix64).
-struct Random(u64);
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
 }
 
 fn allocation(uid: u64, state: State, offset: u64, size: u64) -> Allocation {
@@ -294,7 +280,7 @@ fn byte_model(memory: &Memory) -> (Vec<f64>, Vec<(u64, u64)>) {
 
 #[test]
 fn figures_agree_with_a_byte_map_on_random_memories() {
-    let mut random = Random(7);
+    let mut random = Random::new(7);
     for case in 0..2000 {
         let mut memory = random_memory(&mut random);
         let (expected, expected_holes) = byte_model(&memory);
