@@ -10,7 +10,7 @@ pub mod import;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Error, Result};
 
@@ -211,14 +211,4 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
     conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
         .map_err(|error| Error::database(&display, error))?;
     Ok(Database { conn, path: path.to_path_buf() })
-}
-
-/// The snapshot id of (run, node, seq), if imported.
-pub fn find_snapshot(conn: &Connection, run: &str, node: i64, seq: i64) -> rusqlite::Result<Option<i64>> {
-    conn.query_row(
-        "SELECT snapshot_id FROM snapshots WHERE run = ?1 AND node = ?2 AND seq = ?3",
-        rusqlite::params![run, node, seq],
-        |row| row.get(0),
-    )
-    .optional()
 }
