@@ -60,6 +60,23 @@ pub fn gaps(merged: &[Range], capacity: u64) -> Vec<Range> {
     gaps
 }
 
+/// The parts of sorted, disjoint `ranges` inside `window`.
+pub fn intersect(ranges: &[Range], window: Range) -> Vec<Range> {
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let start = range.offset.max(window.offset);
+            let end = range.end().min(window.end());
+            (end > start).then(|| Range { offset: start, size: end - start })
+        })
+        .collect()
+}
+
+/// `ranges` less the bytes of `cut` (merged, as from [`merge`]): the gaps of `cut` inside each range.
+pub fn subtract(ranges: &[Range], cut: &[Range]) -> Vec<Range> {
+    ranges.iter().flat_map(|range| intersect(&gaps(cut, range.end()), *range)).collect()
+}
+
 /// The memory's holes: its listed free list, or else the gaps no allocation of any state covers.
 pub fn holes(memory: &Memory) -> Vec<Range> {
     match &memory.listed_holes {
@@ -143,6 +160,15 @@ mod tests {
     fn merge_joins_overlapping_and_touching_ranges() {
         let merged = merge([range(10, 5), range(0, 4), range(4, 2), range(12, 10), range(30, 1)]);
         assert_eq!(merged, vec![range(0, 6), range(10, 12), range(30, 1)]);
+    }
+
+    #[test]
+    fn subtract_and_intersect() {
+        let cut = merge([range(2, 2), range(6, 1), range(20, 5)]);
+        assert_eq!(subtract(&[range(0, 10)], &cut), vec![range(0, 2), range(4, 2), range(7, 3)]);
+        assert_eq!(subtract(&[range(3, 2), range(21, 2)], &cut), vec![range(4, 1)]);
+        assert_eq!(subtract(&[range(0, 5)], &[]), vec![range(0, 5)]);
+        assert_eq!(intersect(&cut, range(3, 4)), vec![range(3, 1), range(6, 1)]);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::allocator::{first_fit, RangeAllocator};
-use crate::dump::figures::merge;
+use crate::dump::figures::{intersect, merge, subtract};
 use crate::dump::{Range, State};
 
 /// What an allocation is, as the workload sees it.
@@ -283,37 +283,6 @@ impl Memory {
         }
         now_valid
     }
-}
-
-/// Sorted disjoint `ranges` minus sorted disjoint `cut`.
-pub fn subtract(ranges: &[Range], cut: &[Range]) -> Vec<Range> {
-    let mut result = Vec::new();
-    for range in ranges {
-        let mut start = range.offset;
-        let end = range.end();
-        for hole in cut.iter().filter(|hole| hole.end() > range.offset && hole.offset < end) {
-            if hole.offset > start {
-                result.push(Range { offset: start, size: hole.offset - start });
-            }
-            start = start.max(hole.end());
-        }
-        if end > start {
-            result.push(Range { offset: start, size: end - start });
-        }
-    }
-    result
-}
-
-/// The parts of sorted disjoint `ranges` inside `window`.
-pub fn intersect(ranges: &[Range], window: Range) -> Vec<Range> {
-    ranges
-        .iter()
-        .filter_map(|range| {
-            let start = range.offset.max(window.offset);
-            let end = range.end().min(window.end());
-            (end > start).then(|| Range { offset: start, size: end - start })
-        })
-        .collect()
 }
 
 #[cfg(test)]

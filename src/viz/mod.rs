@@ -7,7 +7,7 @@ pub mod plot;
 pub mod terminal;
 
 use crate::analysis::Layout;
-use crate::dump::figures::{gaps, merge};
+use crate::dump::figures::{merge, subtract};
 use crate::dump::Range;
 
 /// What fills a byte of a memory, in drawing order (later wins where two overlap).
@@ -54,13 +54,8 @@ pub fn segments(layout: &Layout) -> Vec<(Range, Fill)> {
         let fill = Fill::of_state(&allocation.state);
         if fill == Fill::PendingFree {
             // Only the parts not claimed by a deferred allocation.
-            let own = gaps(&pending_alloc, layout.capacity);
-            for part in own {
-                let start = part.offset.max(allocation.offset);
-                let end = part.end().min(allocation.range().end());
-                if end > start {
-                    painted.push((Range { offset: start, size: end - start }, fill));
-                }
+            for part in subtract(&[allocation.range()], &pending_alloc) {
+                painted.push((part, fill));
             }
         } else {
             painted.push((allocation.range(), fill));
