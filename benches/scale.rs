@@ -1,0 +1,502 @@
+//! Scale benchmark: builds realistic runs, imports them, and times every question a user asks,
+//! printing each figure next to its target (issue 8). Timings go through the `memstate` binary,
+//! as a user runs it (process start included), medians of several runs.
+//!
+//! The runs, built in the same process:
+//! - (a) steady state: 50 dumps x 4 memories x 15,000 allocations, 1% of allocations change
+//!   between consecutive dumps (freed, allocated into a gap, or changing state);
+//! - (b) long: 1,000 dumps x 4 memories x 1,000 allocations, 2% change between dumps;
+//! - (c) the default simulated run (`memstate demo`'s).
+//!
+//! On (a) the import is also compared with a naive baseline (serde into structs, one INSERT per
+//! allocation, no checks, no holes, no indexes) on the same files, alternately.
+//!
+//! Knobs: `MEMSTATE_BENCH_SETS=a,b,c` (which runs), `MEMSTATE_BENCH_REPEAT` (import rounds, 3),
+//! `MEMSTATE_BENCH_QUERY_REPEAT` (runs per question, 5), `MEMSTATE_BENCH_TIMEOUT` (seconds before a
+//! question is given up, 120), `MEMSTATE_BENCH_SMALL=1` (a tenth of every size, to try the bench),
+//! `MEMSTATE_BENCH_GENERATE=DIR` (only write runs (a) and (b) under DIR, for profiling by hand).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use memstate::sim::workload::Random;
+use rusqlite::{params, Connection};
+use serde::Deserialize;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
+}
+
+const BINARY: &str = env!("CARGO_BIN_EXE_memstate");
+const KINDS: [&str; 5] = ["instance", "deferred_buffer", "future", "instance", "instance"];
+
+/// One live allocation of the generator.
+#[derive(Clone)]
+struct Live {
+    uid: u64,
+    handle: u64,
+    kind: &'static str,
+    state: &'static str,
+    offset: u64,
+    size: u64,
+    created_ns: u64,
+    provenance: u64,
+}
+
+/// A steady-state run: `dumps` dumps of 4 memories holding about `allocations` allocations each;
+/// between dumps `change` of them change (a third freed, a third allocated into a gap that fits
+/// or past the end, a third change state). Returns the total allocation rows written.
+fn generate_steady(folder: &Path, run: &str, dumps: usize, allocations: usize, change: f64) -> u64 {
+    fs::create_dir_all(folder).expect("bench: folder");
+    let mut random = Random::new(42);
+    let mut next_uid = 1u64;
+    let mut memories: Vec<Vec<Live>> = Vec::new();
+    for _ in 0..4 {
+        let mut live = Vec::with_capacity(allocations);
+        let mut offset = 0;
+        for _ in 0..allocations {
+            offset += 256 * random.below(4);
+            let size = 256 * (1 + random.below(64));
+            live.push(Live {
+                uid: next_uid,
+                handle: 0x4000_0000_0000_0000 | random.below(1 << 20),
+                kind: KINDS[random.below(5) as usize],
+                state: if random.chance(0.8) { "valid" } else { "collectable" },
+                offset,
+                size,
+                created_ns: 0,
+                provenance: random.below(300),
+            });
+            next_uid += 1;
+            offset += size;
+        }
+        memories.push(live);
+    }
+    let mut total = 0;
+    for seq in 0..dumps {
+        let time_ns = seq as u64 * 1_000_000_000;
+        if seq > 0 {
+            for live in memories.iter_mut() {
+                let changes = ((live.len() as f64 * change).round() as usize).max(1);
+                for _ in 0..changes {
+                    match random.below(3) {
+                        0 if live.len() > 1 => {
+                            let index = random.below(live.len() as u64) as usize;
+                            live.remove(index);
+                        }
+                        1 => {
+                            let size = 256 * (1 + random.below(64));
+                            // A gap that fits, tried at a few random places; else past the end.
+                            let mut placed = None;
+                            for _ in 0..8 {
+                                let index = random.below(live.len() as u64) as usize;
+                                let start = if index == 0 { 0 } else { live[index - 1].offset + live[index - 1].size };
+                                if live[index].offset >= start + size {
+                                    placed = Some((index, start));
+                                    break;
+                                }
+                            }
+                            let (index, offset) = placed.unwrap_or_else(|| {
+                                let end = live.last().map(|last| last.offset + last.size).unwrap_or(0);
+                                (live.len(), end + 256 * random.below(4))
+                            });
+                            live.insert(
+                                index,
+                                Live {
+                                    uid: next_uid,
+                                    handle: 0x4000_0000_0000_0000 | random.below(1 << 20),
+                                    kind: KINDS[random.below(5) as usize],
+                                    state: "valid",
+                                    offset,
+                                    size,
+                                    created_ns: time_ns,
+                                    provenance: random.below(300),
+                                },
+                            );
+                            next_uid += 1;
+                        }
+                        _ => {
+                            let index = random.below(live.len() as u64) as usize;
+                            let allocation = &mut live[index];
+                            allocation.state = match allocation.state {
+                                "valid" => "collectable",
+                                "collectable" => "pending_free",
+                                _ => "valid",
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        let rows: usize = memories.iter().map(Vec::len).sum();
+        let mut text = String::with_capacity(rows * 180);
+        text.push_str(&format!(
+            "{{\"format\":\"memstate-dump\",\"version\":1,\"run\":{{\"id\":\"{run}\",\"node\":0}},\"snapshot\":{{\"seq\":{seq},\"time_ns\":{time_ns},\"reason\":\"periodic\"}},\"memories\":["
+        ));
+        for (index, live) in memories.iter().enumerate() {
+            if index > 0 {
+                text.push(',');
+            }
+            text.push_str(&format!(
+                "{{\"id\":\"0x1e0000000000000{index}\",\"kind\":\"GPU_FB_MEM\",\"name\":\"GPU {index} framebuffer\",\"capacity\":{},\"allocations\":[",
+                1u64 << 40
+            ));
+            for (position, allocation) in live.iter().enumerate() {
+                if position > 0 {
+                    text.push(',');
+                }
+                text.push_str(&format!(
+                    "{{\"uid\":\"0x{:x}\",\"handle\":\"0x{:x}\",\"kind\":\"{}\",\"state\":\"{}\",\"offset\":{},\"size\":{},\"alignment\":256,\"created_ns\":{},\"provenance\":\"train.py:{}\"}}",
+                    allocation.uid, allocation.handle, allocation.kind, allocation.state, allocation.offset, allocation.size, allocation.created_ns, allocation.provenance
+                ));
+            }
+            text.push_str("]}");
+        }
+        text.push_str("]}\n");
+        total += rows as u64;
+        let path = folder.join(format!("dump-{seq:05}.json"));
+        fs::File::create(&path).and_then(|mut file| file.write_all(text.as_bytes())).expect("bench: write dump");
+    }
+    total
+}
+
+#[derive(Deserialize)]
+struct NaiveDump {
+    run: NaiveRun,
+    snapshot: NaiveSnapshot,
+    memories: Vec<NaiveMemory>,
+}
+#[derive(Deserialize)]
+struct NaiveRun {
+    id: String,
+    node: i64,
+}
+#[derive(Deserialize)]
+struct NaiveSnapshot {
+    seq: i64,
+}
+#[derive(Deserialize)]
+struct NaiveMemory {
+    id: String,
+    allocations: Vec<NaiveAllocation>,
+}
+#[derive(Deserialize)]
+struct NaiveAllocation {
+    uid: String,
+    handle: Option<String>,
+    kind: String,
+    state: String,
+    offset: i64,
+    size: i64,
+    provenance: Option<String>,
+}
+
+/// The naive baseline: parse each file into structs and insert row by row, no checks, no indexes.
+fn naive_import(files: &[PathBuf], database: &Path) -> u64 {
+    let mut conn = Connection::open(database).expect("bench: open baseline db");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+         CREATE TABLE allocation (run TEXT, node INTEGER, seq INTEGER, memory TEXT, uid TEXT, handle TEXT,
+                                  kind TEXT, state TEXT, offset INTEGER, size INTEGER, provenance TEXT);",
+    )
+    .expect("bench: baseline schema");
+    let mut rows = 0;
+    for file in files {
+        let bytes = fs::read(file).expect("bench: read dump");
+        let dump: NaiveDump = serde_json::from_slice(&bytes).expect("bench: parse dump");
+        let transaction = conn.transaction().expect("bench: begin");
+        {
+            let mut insert = transaction
+                .prepare("INSERT INTO allocation VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                .expect("bench: prepare");
+            for memory in &dump.memories {
+                for allocation in &memory.allocations {
+                    insert
+                        .execute(params![
+                            dump.run.id,
+                            dump.run.node,
+                            dump.snapshot.seq,
+                            memory.id,
+                            allocation.uid,
+                            allocation.handle,
+                            allocation.kind,
+                            allocation.state,
+                            allocation.offset,
+                            allocation.size,
+                            allocation.provenance
+                        ])
+                        .expect("bench: insert");
+                    rows += 1;
+                }
+            }
+        }
+        transaction.commit().expect("bench: commit");
+    }
+    rows
+}
+
+/// What one run of the binary took: wall time, peak resident memory (MiB), exit status, stdout.
+struct Ran {
+    seconds: f64,
+    peak_mib: f64,
+    ok: bool,
+    stdout: String,
+    timed_out: bool,
+}
+
+/// Run the binary with `args`, measuring its own peak resident memory (wait4's rusage).
+fn run_binary(args: &[String], timeout: Duration) -> Ran {
+    let started = Instant::now();
+    let mut child = Command::new(BINARY)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bench: spawn memstate");
+    let pid = child.id() as libc::pid_t;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stdout {
+            use std::io::Read;
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    });
+    let stderr = child.stderr.take();
+    let err_reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(mut out) = stderr {
+            use std::io::Read;
+            let _ = out.read_to_string(&mut text);
+        }
+        text
+    });
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut timed_out = false;
+    loop {
+        let done = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if done == pid {
+            break;
+        }
+        if started.elapsed() > timeout {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let stdout = reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    let ok = !timed_out && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    if !ok && !timed_out {
+        eprintln!("bench: memstate {} failed: {stderr}", args.join(" "));
+    }
+    Ran { seconds, peak_mib: usage.ru_maxrss as f64 / 1024.0, ok, stdout, timed_out }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
+fn database_bytes(path: &Path) -> u64 {
+    ["", "-wal"].iter().map(|suffix| fs::metadata(format!("{}{suffix}", path.display())).map(|meta| meta.len()).unwrap_or(0)).sum()
+}
+
+fn remove_database(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|arg| arg.to_string()).collect()
+}
+
+/// Time one question: the median of `repeat` runs, as text and seconds (None when it failed or was given up).
+fn time_question(db: &Path, args: &[String], repeat: usize, timeout: Duration) -> (String, Option<f64>) {
+    let mut all = vec!["--db".to_string(), db.display().to_string()];
+    all.extend(args.iter().cloned());
+    let mut times = Vec::new();
+    for _ in 0..repeat {
+        let ran = run_binary(&all, timeout);
+        if ran.timed_out {
+            return (format!("> {:.0} s (given up)", timeout.as_secs_f64()), None);
+        }
+        if !ran.ok {
+            return ("failed".to_string(), None);
+        }
+        times.push(ran.seconds);
+    }
+    let seconds = median(times);
+    (if seconds < 1.0 { format!("{:.1} ms", seconds * 1000.0) } else { format!("{seconds:.2} s") }, Some(seconds))
+}
+
+fn scalar(db: &Path, sql: &str) -> String {
+    let ran = run_binary(&[ "--db".to_string(), db.display().to_string(), "sql".into(), "--format".into(), "csv".into(), sql.to_string()], Duration::from_secs(600));
+    ran.stdout.lines().nth(1).unwrap_or_default().trim().to_string()
+}
+
+/// Print one figure next to its target.
+fn report(name: &str, value: &str, target: &str, met: Option<bool>) {
+    let mark = match met {
+        Some(true) => "ok",
+        Some(false) => "MISSED",
+        None => "",
+    };
+    println!("  {name:<48} {value:>18}   target {target:<12} {mark}");
+}
+
+fn questions(db: &Path, run: &str, repeat: usize, timeout: Duration, out_dir: &Path) {
+    let first = scalar(db, &format!("SELECT min(snapshot_id) FROM snapshots WHERE run = '{run}'"));
+    let last = scalar(db, &format!("SELECT max(snapshot_id) FROM snapshots WHERE run = '{run}'"));
+    let middle = scalar(db, &format!("SELECT snapshot_id FROM snapshots WHERE run = '{run}' ORDER BY node, seq LIMIT 1 OFFSET (SELECT count(*) / 2 FROM snapshots WHERE run = '{run}')"));
+    let memory = scalar(db, &format!("SELECT memory_id FROM memories WHERE run = '{run}' ORDER BY memory_id LIMIT 1"));
+    let handle = scalar(db, &format!("SELECT handle FROM memories WHERE memory_id = {memory}"));
+    let uid = scalar(db, &format!("SELECT uid FROM allocations WHERE snapshot_id = {middle} ORDER BY uid LIMIT 1 OFFSET 7"));
+    let map = out_dir.join("map.html").display().to_string();
+    let cases: Vec<(String, Vec<String>, f64, &str)> = vec![
+        ("one snapshot grouped by kind (allocations --by)".into(), strings(&["allocations", "--snapshot", &middle, "--by", "kind"]), 0.05, "50 ms"),
+        ("one snapshot by kind (sql on the view)".into(), strings(&["sql", &format!("SELECT kind, count(*), sum(size) FROM allocations WHERE snapshot_id = {middle} GROUP BY kind")]), 0.05, "50 ms"),
+        ("one memory's trend across all snapshots".into(), strings(&["sql", &format!("SELECT seq, used_bytes, largest_hole, fragmentation FROM memory_trend WHERE memory_id = {memory} ORDER BY seq")]), 0.02, "20 ms"),
+        ("trend --memory (command)".into(), strings(&["trend", "--memory", &handle, "--run", run]), 0.02, "20 ms"),
+        ("one uid across all snapshots".into(), strings(&["sql", &format!("SELECT snapshot_id, state, offset FROM allocations WHERE uid = '{uid}'")]), 0.02, "20 ms"),
+        ("diff of the first and last snapshot".into(), strings(&["diff", &first, &last, "--format", "csv"]), 1.0, "1 s"),
+        ("map --html of one snapshot".into(), strings(&["map", "--snapshot", &middle, "--html", &map]), 0.5, "0.5 s"),
+        ("report largest-holes".into(), strings(&["report", "largest-holes", "-p", &format!("snapshot_id={middle}"), "-p", &format!("memory_id={memory}"), "-p", "top=10"]), 1.0, "1 s"),
+        ("report hole-histogram".into(), strings(&["report", "hole-histogram", "-p", &format!("snapshot_id={middle}"), "-p", &format!("memory_id={memory}")]), 1.0, "1 s"),
+        ("report fragmentation-trend".into(), strings(&["report", "fragmentation-trend", "-p", &format!("run={run}")]), 1.0, "1 s"),
+        ("report live-allocations".into(), strings(&["report", "live-allocations", "-p", &format!("snapshot_id={middle}"), "-p", "top=20"]), 1.0, "1 s"),
+        ("report usage-by-kind".into(), strings(&["report", "usage-by-kind", "-p", &format!("snapshot_id={middle}")]), 1.0, "1 s"),
+        ("report usage-by-state".into(), strings(&["report", "usage-by-state", "-p", &format!("snapshot_id={middle}")]), 1.0, "1 s"),
+        ("report usage-by-provenance".into(), strings(&["report", "usage-by-provenance", "-p", &format!("snapshot_id={middle}")]), 1.0, "1 s"),
+        ("report usage-by-object".into(), strings(&["report", "usage-by-object", "-p", &format!("snapshot_id={middle}")]), 1.0, "1 s"),
+        ("report long-lived".into(), strings(&["report", "long-lived", "-p", &format!("run={run}"), "-p", "top=20"]), 1.0, "1 s"),
+        ("report churn".into(), strings(&["report", "churn", "-p", &format!("run={run}")]), 1.0, "1 s"),
+        ("report growth".into(), strings(&["report", "growth", "-p", &format!("run={run}"), "-p", "top=20"]), 1.0, "1 s"),
+        ("report nodes".into(), strings(&["report", "nodes", "-p", &format!("run={run}")]), 1.0, "1 s"),
+    ];
+    for (name, args, target, shown) in cases {
+        let (value, seconds) = time_question(db, &args, repeat, timeout);
+        report(&name, &value, shown, Some(seconds.is_some_and(|seconds| seconds <= target)));
+    }
+}
+
+/// Import a folder through the binary; returns (seconds, peak MiB).
+fn import(db: &Path, folder: &Path) -> (f64, f64) {
+    let ran = run_binary(&strings(&["--db", &db.display().to_string(), "import", "--quiet", &folder.display().to_string()]), Duration::from_secs(3600));
+    assert!(ran.ok, "bench: import of {} failed", folder.display());
+    (ran.seconds, ran.peak_mib)
+}
+
+fn largest_file(folder: &Path) -> u64 {
+    let mut largest = 0;
+    let mut stack = vec![folder.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in fs::read_dir(&dir).expect("bench: list").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                largest = largest.max(fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0));
+            }
+        }
+    }
+    largest
+}
+
+fn storage_figures(db: &Path, name: &str, folder: &Path, rows: u64, seconds: f64, peak: f64, byte_target: Option<f64>) {
+    let bytes = database_bytes(db);
+    let per_row = bytes as f64 / rows as f64;
+    let largest = largest_file(folder) as f64 / 1048576.0;
+    println!("{name}: {rows} allocation rows; import {seconds:.2} s ({:.0} rows/s)", rows as f64 / seconds);
+    report(
+        "database bytes per allocation row",
+        &format!("{per_row:.2} B ({:.1} MB)", bytes as f64 / 1e6),
+        &byte_target.map(|target| format!("<= {target} B")).unwrap_or_else(|| "(reported)".into()),
+        byte_target.map(|target| per_row <= target),
+    );
+    let peak_target = 4.0 * largest + 64.0;
+    report("peak resident memory of the import", &format!("{peak:.0} MiB"), &format!("<= {peak_target:.0} MiB"), Some(peak <= peak_target));
+}
+
+fn main() {
+    let small = std::env::var("MEMSTATE_BENCH_SMALL").is_ok();
+    let scale = |n: usize| if small { (n / 10).max(1) } else { n };
+    let sets = std::env::var("MEMSTATE_BENCH_SETS").unwrap_or_else(|_| "a,b,c".into());
+    let repeat = env_number("MEMSTATE_BENCH_REPEAT", 3).max(1);
+    let query_repeat = env_number("MEMSTATE_BENCH_QUERY_REPEAT", 5).max(1);
+    let timeout = Duration::from_secs(env_number("MEMSTATE_BENCH_TIMEOUT", 120) as u64);
+    let work = tempfile::tempdir().expect("bench: temp dir");
+    if let Ok(keep) = std::env::var("MEMSTATE_BENCH_GENERATE") {
+        // For profiling by hand: write run (a) and (b) under the named folder and stop.
+        let rows_a = generate_steady(&Path::new(&keep).join("a"), "steady", 50, scale(15_000), 0.01);
+        let rows_b = generate_steady(&Path::new(&keep).join("b"), "long", scale(1000), 1000, 0.02);
+        println!("generated {rows_a} + {rows_b} allocation rows under {keep}");
+        return;
+    }
+
+    if sets.contains('a') {
+        let folder = work.path().join("a");
+        let started = Instant::now();
+        let rows = generate_steady(&folder, "steady", 50, scale(15_000), 0.01);
+        let mut files: Vec<PathBuf> = fs::read_dir(&folder).expect("bench: list").map(|entry| entry.expect("entry").path()).collect();
+        files.sort();
+        let json: u64 = files.iter().map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0)).sum();
+        println!("(a) steady state: 50 dumps x 4 memories, {rows} allocation rows, {:.0} MiB of JSON (generated in {:.1} s)", json as f64 / 1048576.0, started.elapsed().as_secs_f64());
+        let db = work.path().join("a.db");
+        let (mut memstate_times, mut naive_times, mut peak) = (Vec::new(), Vec::new(), 0.0f64);
+        for round in 0..repeat {
+            for side in if round % 2 == 0 { ["memstate", "naive"] } else { ["naive", "memstate"] } {
+                if side == "memstate" {
+                    remove_database(&db);
+                    let (seconds, round_peak) = import(&db, &folder);
+                    memstate_times.push(seconds);
+                    peak = peak.max(round_peak);
+                } else {
+                    let naive = work.path().join("naive.db");
+                    remove_database(&naive);
+                    let started = Instant::now();
+                    assert_eq!(naive_import(&files, &naive), rows);
+                    naive_times.push(started.elapsed().as_secs_f64());
+                    remove_database(&naive);
+                }
+            }
+        }
+        let (ours, naive) = (median(memstate_times), median(naive_times));
+        storage_figures(&db, "(a)", &folder, rows, ours, peak, Some(4.0));
+        report("import time / naive baseline", &format!("{:.2} ({ours:.2} s / {naive:.2} s)", ours / naive), "<= 0.6", Some(ours / naive <= 0.6));
+        questions(&db, "steady", query_repeat, timeout, work.path());
+        fs::remove_dir_all(&folder).ok();
+    }
+    if sets.contains('b') {
+        let folder = work.path().join("b");
+        let started = Instant::now();
+        let rows = generate_steady(&folder, "long", scale(1000), 1000, 0.02);
+        println!("(b) long run: {} dumps x 4 memories, {rows} allocation rows (generated in {:.1} s)", scale(1000), started.elapsed().as_secs_f64());
+        let db = work.path().join("b.db");
+        let (seconds, peak) = import(&db, &folder);
+        storage_figures(&db, "(b)", &folder, rows, seconds, peak, None);
+        questions(&db, "long", query_repeat, timeout, work.path());
+        fs::remove_dir_all(&folder).ok();
+    }
+    if sets.contains('c') {
+        let folder = work.path().join("c");
+        let config = memstate::sim::Config::default();
+        let written = memstate::sim::simulate(&config, &folder, &mut |_| {}).expect("bench: simulate");
+        let db = work.path().join("c.db");
+        let (seconds, peak) = import(&db, &folder);
+        println!("(c) default simulated run: {} dumps", written.dumps);
+        storage_figures(&db, "(c)", &folder, written.allocations, seconds, peak, None);
+    }
+}
