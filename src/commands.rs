@@ -121,6 +121,7 @@ fn import(db_path: &Path, args: &ReadArgs, replace: bool) -> Result<u8> {
     let summary = ingest::import(&mut database, &args.paths, options, &mut show_events(&bar));
     bar.finish_and_clear();
     let summary = summary?;
+    database.finish()?;
     print_summary(&summary, "imported", args.format, Some(db_path))?;
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }

@@ -4,12 +4,18 @@
 //! `BEGIN IMMEDIATE` transaction that is rolled back on any error. A snapshot is identified by
 //! (run, node, seq): the same content again is skipped, different content is refused unless the
 //! caller asks to replace it.
+//!
+//! Allocations and holes are written as spans ([`super::spans`]): importing the next dump of a
+//! node writes only what changed since the node's latest snapshot. The importer keeps that
+//! snapshot's open spans in memory between dumps, and trusts them only while no other connection
+//! has written to the database (`PRAGMA data_version` unchanged).
 
 use std::collections::HashMap;
 
-use rusqlite::{params, CachedStatement, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use crate::dump::{Annotations, Dump, Object, Prepared, State, Sym};
+use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, Span, SpanTable};
+use crate::dump::{Annotations, Object, Prepared, State, Sym};
 use crate::error::{Error, Result};
 
 /// What importing one dump did.
@@ -23,15 +29,27 @@ pub enum Outcome {
     Replaced { snapshot_id: i64, allocations: u64 },
 }
 
+/// The open spans of a node's latest snapshot, as committed.
+struct NodeSpans {
+    latest: i64,
+    allocations: HashMap<(i64, i64), Span<AllocationAttrs>>,
+    holes: HashMap<(i64, i64), Span<i64>>,
+}
+
 /// Writes dumps into an open database, keeping a cache of interned string ids between dumps.
 pub struct Importer<'c> {
     conn: &'c mut Connection,
     db_display: String,
     /// Interned strings already committed (ids stay valid: strings are never deleted).
     string_ids: HashMap<String, i64>,
+    /// Per (run, node): the latest snapshot's open spans, valid while `data_version` holds.
+    nodes: HashMap<(String, i64), NodeSpans>,
+    /// `PRAGMA data_version` as of this importer's last commit.
+    data_version: Option<i64>,
 }
 
-fn state_code(state: State) -> i64 {
+/// The code a state is stored as (the views decode it).
+pub fn state_code(state: State) -> i64 {
     match state {
         State::Valid => 0,
         State::Collectable => 1,
@@ -50,50 +68,116 @@ fn size_bits(size: u64) -> i64 {
     size as i64
 }
 
+/// What the transaction of one dump leaves for after its commit.
+struct Landed {
+    outcome: Outcome,
+    /// The node's open spans after this dump, when they are known.
+    open: Option<NodeSpans>,
+}
+
 impl<'c> Importer<'c> {
     pub fn new(conn: &'c mut Connection, db_display: impl Into<String>) -> Self {
-        Importer { conn, db_display: db_display.into(), string_ids: HashMap::new() }
+        Importer { conn, db_display: db_display.into(), string_ids: HashMap::new(), nodes: HashMap::new(), data_version: None }
     }
 
     /// Import one prepared dump read from `source`, in its own transaction.
     pub fn import(&mut self, prepared: &Prepared, source: &str, replace: bool) -> Result<Outcome> {
         let mut new_strings = Vec::new();
-        let result = self.import_in_transaction(prepared, source, replace, &mut new_strings);
+        let db_display = self.db_display.clone();
+        let transaction = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|error| Error::database(&db_display, error))?;
+        let data_version: i64 = transaction
+            .query_row("PRAGMA data_version", [], |row| row.get(0))
+            .map_err(|error| Error::database(&db_display, error))?;
+        if self.data_version != Some(data_version) {
+            // Another connection wrote since: what this importer remembers may be stale.
+            self.nodes.clear();
+        }
+        // The node's open spans leave the cache for the transaction and come back only with its commit.
+        let node = (prepared.dump.run.id.clone(), prepared.dump.run.node);
+        let cached = self.nodes.remove(&node);
+        let mut writer = Writer { tx: &transaction, db_display: &db_display, string_ids: &mut self.string_ids, new_strings: &mut new_strings };
+        let result = writer.dump(prepared, source, replace, cached);
+        let landed = match result {
+            Ok(landed) => match transaction.commit() {
+                Ok(()) => Ok(landed),
+                Err(error) => Err(Error::database(&db_display, error)),
+            },
+            Err(error) => Err(error),
+        };
+        match landed {
+            Ok(landed) => {
+                self.data_version = Some(data_version);
+                if let Some(open) = landed.open {
+                    self.nodes.insert(node, open);
+                }
+                Ok(landed.outcome)
+            }
+            Err(error) => {
+                // The transaction rolled back: forget the ids it handed out.
+                for text in new_strings {
+                    self.string_ids.remove(&text);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Import an annotations file: its objects and links join the run's allocations by uid.
+    /// Returns how many links were new.
+    pub fn import_annotations(&mut self, annotations: &Annotations) -> Result<u64> {
+        let mut new_strings = Vec::new();
+        let db_display = self.db_display.clone();
+        let db_error = |error: rusqlite::Error| Error::database(&db_display, error);
+        let transaction = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
+        let mut writer = Writer { tx: &transaction, db_display: &db_display, string_ids: &mut self.string_ids, new_strings: &mut new_strings };
+        let result = writer.annotations(annotations).map_err(db_error);
+        let result = match result {
+            Ok(added) => transaction.commit().map(|_| added).map_err(db_error),
+            Err(error) => Err(error),
+        };
         if result.is_err() {
-            // The transaction rolled back: forget the ids it handed out.
             for text in new_strings {
                 self.string_ids.remove(&text);
             }
         }
         result
     }
+}
 
-    fn import_in_transaction(
-        &mut self,
-        prepared: &Prepared,
-        source: &str,
-        replace: bool,
-        new_strings: &mut Vec<String>,
-    ) -> Result<Outcome> {
+/// The statements of one transaction.
+struct Writer<'t, 'a> {
+    tx: &'t Transaction<'a>,
+    db_display: &'t str,
+    string_ids: &'t mut HashMap<String, i64>,
+    new_strings: &'t mut Vec<String>,
+}
+
+impl Writer<'_, '_> {
+    fn db_error(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
+        move |error| Error::database(self.db_display, error)
+    }
+
+    fn dump(&mut self, prepared: &Prepared, source: &str, replace: bool, cached: Option<NodeSpans>) -> Result<Landed> {
         let dump = &prepared.dump;
-        let db_display = self.db_display.clone();
-        let db_error = |error: rusqlite::Error| Error::database(&db_display, error);
-        let transaction = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
-
-        let run_id = upsert_run(&transaction, &dump.run.id).map_err(db_error)?;
-        let existing: Option<(i64, Vec<u8>, String)> = transaction
+        let (node, seq) = (dump.run.node, dump.snapshot.seq);
+        let run_id = upsert_run(self.tx, &dump.run.id).map_err(self.db_error())?;
+        let existing: Option<(i64, Vec<u8>, String)> = self
+            .tx
             .query_row(
                 "SELECT id, digest, source FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq = ?3",
-                params![run_id, dump.run.node, dump.snapshot.seq],
+                params![run_id, node, seq],
                 |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()
-            .map_err(db_error)?;
+            .map_err(self.db_error())?;
         let mut replaced = false;
+        let mut cache = cached;
         if let Some((snapshot_id, digest, earlier_source)) = existing {
             if digest == prepared.digest {
-                // Dropping the transaction rolls back the run row if it was new (it was not).
-                return Ok(Outcome::Unchanged { snapshot_id });
+                return Ok(Landed { outcome: Outcome::Unchanged { snapshot_id }, open: cache });
             }
             if !replace {
                 return Err(Error::input(
@@ -101,111 +185,216 @@ impl<'c> Importer<'c> {
                     "",
                     format!(
                         "a different dump of run {:?}, node {}, seq {} is already imported (snapshot {snapshot_id}, from {earlier_source}); refused (use --replace to replace it)",
-                        dump.run.id, dump.run.node, dump.snapshot.seq
+                        dump.run.id, node, seq
                     ),
                 ));
             }
-            delete_snapshot(&transaction, snapshot_id).map_err(db_error)?;
+            remove_snapshot(self.tx, snapshot_id, run_id, node, seq).map_err(self.db_error())?;
             replaced = true;
+            cache = None;
         }
 
         // Map this dump's strings to database ids, once each.
         let mut ids = Vec::with_capacity(dump.strings.len());
         for text in &dump.strings {
-            ids.push(intern(&transaction, &mut self.string_ids, new_strings, text).map_err(db_error)?);
+            ids.push(intern(self.tx, self.string_ids, self.new_strings, text).map_err(self.db_error())?);
         }
-        let opt = |sym: Option<Sym>| sym.map(sym_id(&ids));
+        let sym = |sym: Sym| ids[sym.0 as usize];
+        let opt = |value: Option<Sym>| value.map(sym);
 
-        let producer = opt(dump.producer);
-        transaction
-            .execute(
-                "UPDATE run SET node_count = max(coalesce(node_count, 0), coalesce(?2, 0), ?3 + 1),
-                                producer = coalesce(?4, producer)
-                 WHERE id = ?1",
-                params![run_id, dump.run.node_count, dump.run.node, producer],
-            )
-            .map_err(db_error)?;
-        transaction
-            .execute(
-                "INSERT INTO snapshot (run_id, node, seq, time_ns, wall_time, reason, note, producer, host, pid,
-                                       source, format_version, digest, imported_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,
-                         strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
-                params![
-                    run_id,
-                    dump.run.node,
-                    dump.snapshot.seq,
-                    dump.snapshot.time_ns,
-                    dump.snapshot.wall_time,
-                    dump.snapshot.reason.as_str(),
-                    opt(dump.snapshot.note),
-                    producer,
-                    dump.run.host,
-                    dump.run.pid,
-                    source,
-                    dump.version,
-                    &prepared.digest[..],
-                ],
-            )
-            .map_err(db_error)?;
-        let snapshot_id = transaction.last_insert_rowid();
+        let tx = self.tx;
+        let db_error = self.db_error();
+        tx.execute(
+            "UPDATE run SET node_count = max(coalesce(node_count, 0), coalesce(?2, 0), ?3 + 1) WHERE id = ?1",
+            params![run_id, dump.run.node_count, node],
+        )
+        .map_err(&db_error)?;
+        let (prev, next) = neighbours(tx, run_id, node, seq).map_err(&db_error)?;
+        tx.execute("UPDATE snapshot SET ordinal = ordinal + 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])
+            .map_err(&db_error)?;
+        tx.execute(
+            "INSERT INTO snapshot (run_id, node, seq, time_ns, wall_time, reason, note, producer, host, pid,
+                                   source, format_version, digest, imported_at, ordinal)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+                     1 + (SELECT count(*) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3))",
+            params![
+                run_id,
+                node,
+                seq,
+                dump.snapshot.time_ns,
+                dump.snapshot.wall_time,
+                dump.snapshot.reason.as_str(),
+                opt(dump.snapshot.note),
+                opt(dump.producer),
+                dump.run.host,
+                dump.run.pid,
+                source,
+                dump.version,
+                &prepared.digest[..],
+            ],
+        )
+        .map_err(&db_error)?;
+        let snapshot_id = tx.last_insert_rowid();
+        upsert_objects(tx, run_id, &dump.objects, &ids).map_err(&db_error)?;
 
-        upsert_objects(&transaction, run_id, &dump.objects, &ids).map_err(db_error)?;
-        let allocations = insert_memories(&transaction, run_id, snapshot_id, prepared, &ids).map_err(db_error)?;
-        transaction.commit().map_err(db_error)?;
-        Ok(if replaced {
-            Outcome::Replaced { snapshot_id, allocations }
+        // Memories, their figures and failed requests, and what the spans must hold at `seq`.
+        let mut upsert_memory = tx
+            .prepare_cached(
+                "INSERT INTO memory (run_id, node, handle, kind, name, kind_seq, name_seq)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?5 IS NULL THEN -1 ELSE ?6 END)
+                 ON CONFLICT (run_id, node, handle) DO UPDATE SET
+                     kind = CASE WHEN excluded.kind_seq >= kind_seq THEN excluded.kind ELSE kind END,
+                     kind_seq = max(kind_seq, excluded.kind_seq),
+                     name = CASE WHEN excluded.name IS NOT NULL AND excluded.name_seq >= name_seq THEN excluded.name ELSE name END,
+                     name_seq = CASE WHEN excluded.name IS NOT NULL AND excluded.name_seq >= name_seq THEN excluded.name_seq ELSE name_seq END
+                 RETURNING id",
+            )
+            .map_err(&db_error)?;
+        let mut insert_state = tx
+            .prepare_cached(
+                "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
+                                           hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
+                                           unaccounted_bytes, holes_listed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+            )
+            .map_err(&db_error)?;
+        let mut insert_failed = tx
+            .prepare_cached(
+                "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .map_err(&db_error)?;
+        let mut insert_link = tx
+            .prepare_cached(
+                "INSERT INTO allocation_object (run_id, uid, field_id, object_key, field_size) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT DO UPDATE SET field_size = max(coalesce(field_size, excluded.field_size), coalesce(excluded.field_size, field_size))",
+            )
+            .map_err(&db_error)?;
+        let mut allocations = Vec::with_capacity(dump.allocation_count());
+        let mut holes = Vec::new();
+        for ((memory, memory_holes), figures) in dump.memories.iter().zip(&prepared.holes).zip(&prepared.figures) {
+            let memory_id: i64 = upsert_memory
+                .query_row(params![run_id, node, id_bits(memory.id), sym(memory.kind), opt(memory.name), seq], |row| row.get(0))
+                .map_err(&db_error)?;
+            insert_state
+                .execute(params![
+                    snapshot_id,
+                    memory_id,
+                    size_bits(figures.capacity),
+                    memory.alignment.map(size_bits),
+                    size_bits(figures.allocation_count),
+                    size_bits(figures.used_bytes),
+                    size_bits(figures.free_bytes),
+                    size_bits(figures.hole_count),
+                    size_bits(figures.largest_hole),
+                    figures.fragmentation,
+                    size_bits(figures.reclaimable_bytes),
+                    size_bits(figures.largest_reclaimable),
+                    size_bits(figures.unaccounted_bytes),
+                    memory.listed_holes.is_some(),
+                ])
+                .map_err(&db_error)?;
+            for (ordinal, request) in memory.failed_requests.iter().enumerate() {
+                insert_failed
+                    .execute(params![
+                        snapshot_id,
+                        memory_id,
+                        ordinal as i64,
+                        size_bits(request.size),
+                        request.alignment.map(size_bits),
+                        opt(request.kind),
+                        opt(request.provenance),
+                        request.time_ns,
+                        opt(request.note),
+                    ])
+                    .map_err(&db_error)?;
+            }
+            for allocation in &memory.allocations {
+                for field in &allocation.fields {
+                    insert_link
+                        .execute(params![run_id, id_bits(allocation.uid), field.id, sym(field.object), field.size.map(size_bits)])
+                        .map_err(&db_error)?;
+                }
+                allocations.push((
+                    (memory_id, id_bits(allocation.uid)),
+                    AllocationAttrs {
+                        offset: size_bits(allocation.offset),
+                        size: size_bits(allocation.size),
+                        state: state_code(allocation.state),
+                        kind: sym(allocation.kind),
+                        handle: allocation.handle.map(id_bits),
+                        alignment: allocation.alignment.map(size_bits),
+                        created_ns: allocation.created_ns,
+                        provenance: opt(allocation.provenance),
+                        label: opt(allocation.label),
+                        gc_priority: allocation.gc_priority,
+                        attrs: allocation.attrs.clone(),
+                    },
+                ));
+            }
+            holes.extend(memory_holes.iter().map(|hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size))));
+        }
+        drop((upsert_memory, insert_state, insert_failed, insert_link));
+        let allocation_count = allocations.len() as u64;
+
+        // The spans around `seq`: from memory when `seq` follows the node's latest snapshot that
+        // this importer wrote, else from the database.
+        let memory_ids = node_memories(tx, run_id, node).map_err(&db_error)?;
+        let appended = next.is_none() && prev.is_some();
+        let (mut prev_allocations, mut prev_holes) = match (cache.filter(|spans| appended && Some(spans.latest) == prev), prev) {
+            (Some(spans), _) => (spans.allocations, spans.holes),
+            (None, Some(_)) if appended => {
+                (AllocationSpans::open(tx, &memory_ids).map_err(&db_error)?, HoleSpans::open(tx, &memory_ids).map_err(&db_error)?)
+            }
+            (None, Some(prev)) => (
+                AllocationSpans::containing(tx, &memory_ids, prev).map_err(&db_error)?,
+                HoleSpans::containing(tx, &memory_ids, prev).map_err(&db_error)?,
+            ),
+            (None, None) => (HashMap::new(), HashMap::new()),
+        };
+        let (next_allocations, next_holes) = match next {
+            Some(next) => (
+                AllocationSpans::containing(tx, &memory_ids, next).map_err(&db_error)?,
+                HoleSpans::containing(tx, &memory_ids, next).map_err(&db_error)?,
+            ),
+            None => (HashMap::new(), HashMap::new()),
+        };
+        let allocation_changes = spans::plan_insert(seq, prev, next, &prev_allocations, &next_allocations, allocations);
+        let hole_changes = spans::plan_insert(seq, prev, next, &prev_holes, &next_holes, holes);
+        AllocationSpans::apply(tx, &allocation_changes).map_err(&db_error)?;
+        HoleSpans::apply(tx, &hole_changes).map_err(&db_error)?;
+
+        // When `seq` is the node's latest snapshot, its open spans are what the next dump needs.
+        let open = next.is_none().then(|| {
+            spans::update_open(&mut prev_allocations, &allocation_changes);
+            spans::update_open(&mut prev_holes, &hole_changes);
+            NodeSpans { latest: seq, allocations: prev_allocations, holes: prev_holes }
+        });
+        let outcome = if replaced {
+            Outcome::Replaced { snapshot_id, allocations: allocation_count }
         } else {
-            Outcome::Imported { snapshot_id, allocations }
-        })
+            Outcome::Imported { snapshot_id, allocations: allocation_count }
+        };
+        Ok(Landed { outcome, open })
     }
 
-    /// Import an annotations file: its objects and links join the run's allocations by uid.
-    /// Returns how many links were new.
-    pub fn import_annotations(&mut self, annotations: &Annotations) -> Result<u64> {
-        let mut new_strings = Vec::new();
-        let result = self.annotations_in_transaction(annotations, &mut new_strings);
-        if result.is_err() {
-            for text in new_strings {
-                self.string_ids.remove(&text);
-            }
+    fn annotations(&mut self, annotations: &Annotations) -> rusqlite::Result<u64> {
+        let run_id = upsert_run(self.tx, &annotations.run_id)?;
+        let mut ids = Vec::with_capacity(annotations.strings.len());
+        for text in &annotations.strings {
+            ids.push(intern(self.tx, self.string_ids, self.new_strings, text)?);
         }
-        result
-    }
-
-    fn annotations_in_transaction(&mut self, annotations: &Annotations, new_strings: &mut Vec<String>) -> Result<u64> {
-        let transaction =
-            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|error| Error::database(&self.db_display, error))?;
-        let result = (|| -> rusqlite::Result<u64> {
-            let run_id = upsert_run(&transaction, &annotations.run_id)?;
-            let mut ids = Vec::with_capacity(annotations.strings.len());
-            for text in &annotations.strings {
-                ids.push(intern(&transaction, &mut self.string_ids, new_strings, text)?);
-            }
-            upsert_objects(&transaction, run_id, &annotations.objects, &ids)?;
-            let mut insert = transaction.prepare_cached(
-                "INSERT OR IGNORE INTO allocation_object (run_id, uid, field_id, object_key, field_size)
-                 VALUES (?1, ?2, ?3, ?4, NULL)",
-            )?;
-            let mut added = 0;
-            for link in &annotations.links {
-                added += insert.execute(params![run_id, id_bits(link.uid), link.field.unwrap_or(-1), ids[link.object.0 as usize]])? as u64;
-            }
-            drop(insert);
-            Ok(added)
-        })();
-        match result {
-            Ok(added) => {
-                transaction.commit().map_err(|error| Error::database(&self.db_display, error))?;
-                Ok(added)
-            }
-            Err(error) => Err(Error::database(&self.db_display, error)),
+        upsert_objects(self.tx, run_id, &annotations.objects, &ids)?;
+        let mut insert = self.tx.prepare_cached(
+            "INSERT OR IGNORE INTO allocation_object (run_id, uid, field_id, object_key, field_size)
+             VALUES (?1, ?2, ?3, ?4, NULL)",
+        )?;
+        let mut added = 0;
+        for link in &annotations.links {
+            added += insert.execute(params![run_id, id_bits(link.uid), link.field.unwrap_or(-1), ids[link.object.0 as usize]])? as u64;
         }
+        Ok(added)
     }
-}
-
-fn sym_id(ids: &[i64]) -> impl Fn(Sym) -> i64 + '_ {
-    move |sym| ids[sym.0 as usize]
 }
 
 fn upsert_run(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
@@ -213,12 +402,7 @@ fn upsert_run(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     conn.query_row("SELECT id FROM run WHERE name = ?1", [name], |row| row.get(0))
 }
 
-fn intern(
-    conn: &Connection,
-    cache: &mut HashMap<String, i64>,
-    new_strings: &mut Vec<String>,
-    text: &str,
-) -> rusqlite::Result<i64> {
+fn intern(conn: &Connection, cache: &mut HashMap<String, i64>, new_strings: &mut Vec<String>, text: &str) -> rusqlite::Result<i64> {
     if let Some(id) = cache.get(text) {
         return Ok(*id);
     }
@@ -233,161 +417,82 @@ fn intern(
     Ok(id)
 }
 
-/// Remove every row of a snapshot (for `--replace`).
-fn delete_snapshot(conn: &Connection, snapshot_id: i64) -> rusqlite::Result<()> {
-    let memory_ids: Vec<i64> = conn
-        .prepare("SELECT memory_id FROM memory_state WHERE snapshot_id = ?1")?
-        .query_map([snapshot_id], |row| row.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    for memory_id in memory_ids {
-        conn.execute("DELETE FROM allocation WHERE snapshot_id = ?2 AND memory_id = ?1", [memory_id, snapshot_id])?;
+/// The imported seqs of a node just before and just after `seq`.
+fn neighbours(conn: &Connection, run_id: i64, node: i64, seq: i64) -> rusqlite::Result<(Option<i64>, Option<i64>)> {
+    conn.query_row(
+        "SELECT (SELECT max(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3),
+                (SELECT min(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq > ?3)",
+        params![run_id, node, seq],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )
+}
+
+/// Every memory a node has had.
+fn node_memories(conn: &Connection, run_id: i64, node: i64) -> rusqlite::Result<Vec<i64>> {
+    let mut statement = conn.prepare_cached("SELECT id FROM memory WHERE run_id = ?1 AND node = ?2 ORDER BY id")?;
+    let rows = statement.query_map(params![run_id, node], |row| row.get(0))?;
+    rows.collect()
+}
+
+/// Remove a snapshot and everything that is only its (for `--replace`), keeping the spans exact.
+fn remove_snapshot(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, seq: i64) -> rusqlite::Result<()> {
+    let (prev, next) = neighbours(conn, run_id, node, seq)?;
+    let memory_ids = node_memories(conn, run_id, node)?;
+    fn remove<T: SpanTable>(conn: &Connection, memory_ids: &[i64], seq: i64, prev: Option<i64>, next: Option<i64>) -> rusqlite::Result<()> {
+        let here = T::containing(conn, memory_ids, seq)?;
+        let before = match prev {
+            Some(prev) => T::containing(conn, memory_ids, prev)?,
+            None => HashMap::new(),
+        };
+        let after = match next {
+            Some(next) => T::containing(conn, memory_ids, next)?,
+            None => HashMap::new(),
+        };
+        T::apply(conn, &spans::plan_remove(seq, prev, next, &here, &before, &after))
     }
+    remove::<AllocationSpans>(conn, &memory_ids, seq, prev, next)?;
+    remove::<HoleSpans>(conn, &memory_ids, seq, prev, next)?;
     conn.execute("DELETE FROM failed_request WHERE snapshot_id = ?1", [snapshot_id])?;
     conn.execute("DELETE FROM memory_state WHERE snapshot_id = ?1", [snapshot_id])?;
     conn.execute("DELETE FROM snapshot WHERE id = ?1", [snapshot_id])?;
+    conn.execute("UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])?;
     Ok(())
 }
 
-/// Objects are described again by every dump; a later description fills in what it knows.
+/// Objects are described again by every dump. A later description fills in what earlier ones left
+/// out; where two disagree, the greater value (by text) is kept, so that the result does not
+/// depend on the order of imports.
 fn upsert_objects(conn: &Connection, run_id: i64, objects: &[Object], ids: &[i64]) -> rusqlite::Result<()> {
-    let mut upsert = conn.prepare_cached(
+    let pick = |column: &str| format!("{column} = (SELECT id FROM string WHERE id IN ({column}, excluded.{column}) ORDER BY value DESC LIMIT 1)");
+    let text = |column: &str| format!("{column} = max(coalesce({column}, excluded.{column}), coalesce(excluded.{column}, {column}))");
+    let sql = format!(
         "INSERT INTO object (run_id, object_key, kind, name, shape, dtype, transform, partition, provenance, attrs)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-         ON CONFLICT (run_id, object_key) DO UPDATE SET
-             kind = coalesce(excluded.kind, kind),
-             name = coalesce(excluded.name, name),
-             shape = coalesce(excluded.shape, shape),
-             dtype = coalesce(excluded.dtype, dtype),
-             transform = coalesce(excluded.transform, transform),
-             partition = coalesce(excluded.partition, partition),
-             provenance = coalesce(excluded.provenance, provenance),
-             attrs = coalesce(excluded.attrs, attrs)",
-    )?;
-    let id = sym_id(ids);
+         ON CONFLICT (run_id, object_key) DO UPDATE SET {}, {}, {}, {}, {}, {}, {}, {}",
+        pick("kind"),
+        pick("name"),
+        text("shape"),
+        pick("dtype"),
+        pick("transform"),
+        pick("partition"),
+        pick("provenance"),
+        text("attrs")
+    );
+    let mut upsert = conn.prepare_cached(&sql)?;
+    let id = |sym: Sym| ids[sym.0 as usize];
     for object in objects {
         upsert.execute(params![
             run_id,
             id(object.id),
-            object.kind.map(&id),
-            object.name.map(&id),
+            object.kind.map(id),
+            object.name.map(id),
             object.shape,
-            object.dtype.map(&id),
-            object.transform.map(&id),
-            object.partition.map(&id),
-            object.provenance.map(&id),
+            object.dtype.map(id),
+            object.transform.map(id),
+            object.partition.map(id),
+            object.provenance.map(id),
             object.attrs,
         ])?;
     }
     Ok(())
-}
-
-/// The statements used once per allocation, hole or request, prepared once per dump.
-struct RowWriters<'t> {
-    allocation: CachedStatement<'t>,
-    link: CachedStatement<'t>,
-    failed: CachedStatement<'t>,
-}
-
-fn insert_memories(
-    conn: &Connection,
-    run_id: i64,
-    snapshot_id: i64,
-    prepared: &Prepared,
-    ids: &[i64],
-) -> rusqlite::Result<u64> {
-    let dump: &Dump = &prepared.dump;
-    let sym = sym_id(ids);
-    let opt = |value: Option<Sym>| value.map(&sym);
-    let mut writers = RowWriters {
-        allocation: conn.prepare_cached(
-            "INSERT INTO allocation (memory_id, snapshot_id, offset, uid, size, state, kind, handle, alignment,
-                                     created_ns, provenance, label, gc_priority, attrs)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )?,
-        link: conn.prepare_cached(
-            "INSERT INTO allocation_object (run_id, uid, field_id, object_key, field_size) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT DO UPDATE SET field_size = coalesce(excluded.field_size, field_size)",
-        )?,
-        failed: conn.prepare_cached(
-            "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?,
-    };
-    let mut upsert_memory = conn.prepare_cached(
-        "INSERT INTO memory (run_id, node, handle, kind, name) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (run_id, node, handle) DO UPDATE SET kind = excluded.kind, name = coalesce(excluded.name, name)
-         RETURNING id",
-    )?;
-    let mut insert_state = conn.prepare_cached(
-        "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
-                                   hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
-                                   unaccounted_bytes, holes_listed, holes)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-    )?;
-    let mut total = 0;
-    for ((memory, holes_json), figures) in dump.memories.iter().zip(&prepared.holes_json).zip(&prepared.figures) {
-        let memory_id: i64 = upsert_memory.query_row(
-            params![run_id, dump.run.node, id_bits(memory.id), sym(memory.kind), opt(memory.name)],
-            |row| row.get(0),
-        )?;
-        insert_state.execute(params![
-            snapshot_id,
-            memory_id,
-            size_bits(figures.capacity),
-            memory.alignment.map(size_bits),
-            size_bits(figures.allocation_count),
-            size_bits(figures.used_bytes),
-            size_bits(figures.free_bytes),
-            size_bits(figures.hole_count),
-            size_bits(figures.largest_hole),
-            figures.fragmentation,
-            size_bits(figures.reclaimable_bytes),
-            size_bits(figures.largest_reclaimable),
-            size_bits(figures.unaccounted_bytes),
-            memory.listed_holes.is_some(),
-            holes_json,
-        ])?;
-        for allocation in &memory.allocations {
-            writers.allocation.execute(params![
-                memory_id,
-                snapshot_id,
-                size_bits(allocation.offset),
-                id_bits(allocation.uid),
-                size_bits(allocation.size),
-                state_code(allocation.state),
-                sym(allocation.kind),
-                allocation.handle.map(id_bits),
-                allocation.alignment.map(size_bits),
-                allocation.created_ns,
-                opt(allocation.provenance),
-                opt(allocation.label),
-                allocation.gc_priority,
-                allocation.attrs,
-            ])?;
-            for field in &allocation.fields {
-                writers.link.execute(params![
-                    run_id,
-                    id_bits(allocation.uid),
-                    field.id,
-                    sym(field.object),
-                    field.size.map(size_bits),
-                ])?;
-            }
-        }
-        for (ordinal, request) in memory.failed_requests.iter().enumerate() {
-            writers.failed.execute(params![
-                snapshot_id,
-                memory_id,
-                ordinal as i64,
-                size_bits(request.size),
-                request.alignment.map(size_bits),
-                opt(request.kind),
-                opt(request.provenance),
-                request.time_ns,
-                opt(request.note),
-            ])?;
-        }
-        total += memory.allocations.len() as u64;
-    }
-    Ok(total)
 }

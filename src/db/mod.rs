@@ -1,35 +1,32 @@
 //! The database: the one place where a memstate database is opened.
 //!
-//! Opening checks what the file is before anything writes to it (not SQLite at all, SQLite but not
-//! memstate's, written by a newer memstate: each refused and left untouched), then sets the pragmas
-//! (WAL, busy timeout) and runs the refinery migrations from `migrations/`. Readers that must not
-//! write get a second, read-only connection, so SQLite itself refuses any write.
+//! Opening first checks what the file is without writing to it (not SQLite at all, SQLite but not
+//! memstate's, written by a newer memstate: each refused and left untouched, see [`schema`]), then
+//! brings the schema up to date in one transaction and sets the pragmas (WAL while writing, busy
+//! timeout). Readers get a read-only connection, so SQLite itself refuses any write; they can
+//! read a database in a read-only folder or on a read-only mount. A writer that is done
+//! ([`Database::finish`]) checkpoints and leaves the file in rollback-journal mode, so that
+//! plain readers (sqlite3, Datasette, Grafana) open it without creating `-wal`/`-shm` files.
+//!
+//! The storage behind the public views is private to this module and `migrations/`: [`import`]
+//! writes it, [`spans`] keeps its allocation and hole spans exact.
 
 pub mod import;
+pub mod schema;
+mod spans;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::error::{Error, Result};
 
 pub use import::{Importer, Outcome};
-
-mod embedded {
-    refinery::embed_migrations!("migrations");
-}
-
-/// `PRAGMA application_id` of a memstate database: "mems".
-pub const APPLICATION_ID: i32 = 0x6d65_6d73;
+pub use schema::{schema_version, APPLICATION_ID};
 
 /// How long a writer waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The schema version this build writes: the newest embedded migration.
-pub fn schema_version() -> i64 {
-    embedded::migrations::runner().get_migrations().iter().map(|migration| i64::from(migration.version())).max().unwrap_or(0)
-}
 
 /// An open memstate database.
 pub struct Database {
@@ -42,12 +39,28 @@ impl Database {
     pub fn display(&self) -> String {
         self.path.display().to_string()
     }
+
+    /// End a writing session: checkpoint the write-ahead log into the file and switch it back to
+    /// rollback-journal mode, so readers in read-only places need no `-wal`/`-shm` files. When
+    /// another connection is using the file (an importer, a reader) this is left to the last one:
+    /// the file stays in WAL mode, which every reader handles too.
+    pub fn finish(self) -> Result<()> {
+        let display = self.display();
+        let conn = self.conn;
+        conn.busy_timeout(Duration::ZERO).map_err(|error| Error::database(&display, error))?;
+        let switched = conn
+            .query_row("PRAGMA journal_mode = DELETE", [], |row| row.get::<_, String>(0))
+            .map(|mode| mode.eq_ignore_ascii_case("delete"));
+        match switched {
+            Ok(_) => Ok(()),
+            Err(error) if is_busy(&error) => Ok(()),
+            Err(error) => Err(Error::database(display, format!("cannot leave WAL mode: {error}"))),
+        }
+    }
 }
 
-/// What a file turned out to be before it was opened for writing.
-enum Found {
-    New,
-    Memstate { version: i64 },
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(error, rusqlite::Error::SqliteFailure(failure, _) if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
 }
 
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
@@ -61,6 +74,9 @@ fn check_header(path: &Path) -> Result<()> {
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(error) => return Err(Error::database(display, format!("cannot open: {error}"))),
     };
+    if !file.metadata().map(|meta| meta.is_file()).unwrap_or(false) {
+        return Err(Error::database(display, "not a regular file"));
+    }
     let mut header = [0u8; 16];
     let mut read = 0;
     while read < header.len() {
@@ -77,111 +93,73 @@ fn check_header(path: &Path) -> Result<()> {
     }
 }
 
-/// Inspect an opened connection without writing: is it new, memstate's (which version), or foreign?
-fn inspect(conn: &Connection, display: &str) -> Result<Found> {
-    let sql_error = |error: rusqlite::Error| Error::database(display, format!("cannot read the database: {error}"));
-    let application_id: i32 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).map_err(sql_error)?;
-    let tables: Vec<String> = conn
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-        .and_then(|mut statement| statement.query_map([], |row| row.get(0))?.collect())
-        .map_err(sql_error)?;
-    let has_history = tables.iter().any(|name| name == "refinery_schema_history");
-    if application_id == 0 && tables.is_empty() {
-        return Ok(Found::New);
-    }
-    if application_id != APPLICATION_ID && !(application_id == 0 && has_history && tables.iter().any(|name| name == "snapshot")) {
-        let shown: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
-        return Err(Error::database(
-            display,
-            format!(
-                "a SQLite database, but not a memstate database (application id {application_id:#x}, tables: {}); left untouched",
-                if shown.is_empty() { "none".to_string() } else { shown.join(", ") }
-            ),
-        ));
-    }
-    let version: i64 = if has_history {
-        conn.query_row("SELECT max(version) FROM refinery_schema_history", [], |row| row.get::<_, Option<i64>>(0))
-            .map_err(sql_error)?
-            .unwrap_or(0)
-    } else {
-        0
-    };
-    Ok(Found::Memstate { version })
+fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connection> {
+    let display = path.display().to_string();
+    let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+        .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|error| Error::database(&display, error))?;
+    Ok(conn)
 }
 
-fn refuse_newer(version: i64, display: &str) -> Result<()> {
-    let known = schema_version();
-    if version > known {
-        return Err(Error::database(
-            display,
-            format!(
-                "written by a newer memstate (schema version {version}; this memstate knows up to {known}); upgrade memstate to read it (left untouched)"
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn set_pragmas(conn: &Connection, display: &str) -> Result<()> {
-    let journal: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+/// Switch to WAL mode (concurrent readers while importing). The switch takes a lock SQLite does not
+/// wait for by itself, so it is retried for as long as the busy timeout.
+fn enter_wal(conn: &Connection, display: &str) -> Result<()> {
+    let journal: String = schema::retry_busy(BUSY_TIMEOUT, || conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)))
         .map_err(|error| Error::database(display, format!("cannot switch to WAL mode: {error}")))?;
     if !journal.eq_ignore_ascii_case("wal") {
         return Err(Error::database(display, format!("cannot switch to WAL mode (journal mode stays {journal})")));
     }
-    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -16384; PRAGMA temp_store = MEMORY;")
-        .map_err(|error| Error::database(display, error))
+    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -16384;").map_err(|error| Error::database(display, error))
 }
 
 /// Open (creating if needed) the database at `path` for reading and writing, migrated to the
-/// newest schema.
+/// newest schema. What is not memstate's is refused before anything is written.
 pub fn open(path: &Path) -> Result<Database> {
     let display = path.display().to_string();
     check_header(path)?;
-    let mut conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(|error| Error::database(&display, error))?;
-    let found = inspect(&conn, &display)?;
-    if let Found::Memstate { version } = found {
-        refuse_newer(version, &display)?;
+    {
+        // Classify through a read-only connection first when the file exists: it cannot write,
+        // not even a checkpoint of someone else's write-ahead log when it closes.
+        if path.exists() {
+            let probe = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+            schema::classify(&probe, &display)?;
+        }
     }
-    if matches!(found, Found::New) {
-        // Larger pages make bulk inserts of allocation rows cheaper; only settable before the
-        // first table exists.
-        conn.execute_batch("PRAGMA page_size = 16384;").map_err(|error| Error::database(&display, error))?;
-    }
-    set_pragmas(&conn, &display)?;
-    migrate(&mut conn, &display)?;
+    let mut conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
+    schema::bring_up_to_date(&mut conn, &display, BUSY_TIMEOUT)?;
+    enter_wal(&conn, &display)?;
     Ok(Database { conn, path: path.to_path_buf() })
 }
 
-/// Bring the schema up to date. Two processes may create the same new database at once; the one
-/// that loses the race finds the migrations applied and carries on.
-fn migrate(conn: &mut Connection, display: &str) -> Result<()> {
-    let current = match inspect(conn, display)? {
-        Found::New => 0,
-        Found::Memstate { version } => version,
-    };
-    if current < schema_version() {
-        if let Err(error) = embedded::migrations::runner().run(conn) {
-            std::thread::sleep(Duration::from_millis(200));
-            match inspect(conn, display)? {
-                Found::Memstate { version } if version >= schema_version() => {}
-                _ => return Err(Error::database(display, format!("cannot migrate the schema: {error}"))),
-            }
+/// `file:` URI of a path, for SQLite's URI parameters.
+fn uri(path: &Path, parameters: &str) -> String {
+    let text = path.display().to_string();
+    let mut encoded = String::with_capacity(text.len() + 16);
+    for byte in text.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'.' | b'-' | b'_' | b'~' => encoded.push(byte as char),
+            _ => encoded.push_str(&format!("%{byte:02X}")),
         }
     }
-    let version = schema_version();
-    conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {version};"))
-        .map_err(|error| Error::database(display, error))
+    format!("file:{encoded}?{parameters}")
+}
+
+/// Whether the folder holding `path` can be written by this process (a writer could be at work).
+fn folder_writable(path: &Path) -> bool {
+    let folder = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(text) = std::ffi::CString::new(folder.as_os_str().as_encoded_bytes()) else { return false };
+    // access(2) answers for this process's user and mount (EROFS), which is what SQLite meets.
+    // SAFETY: a valid NUL-terminated path that access only reads.
+    unsafe { libc::access(text.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// Open an existing database so that nothing through this connection can change it: SQLite
 /// refuses every write (the connection is opened read-only and cannot attach other databases).
-/// An older database is migrated first, through a separate read-write connection.
+/// An older database is migrated first, through a separate writer; a database in a read-only
+/// place is read as it is.
 pub fn open_read_only(path: &Path) -> Result<Database> {
     let display = path.display().to_string();
     if !path.exists() {
@@ -191,24 +169,48 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
         ));
     }
     check_header(path)?;
-    {
-        let probe = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-            .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
-        probe.busy_timeout(BUSY_TIMEOUT).map_err(|error| Error::database(&display, error))?;
-        match inspect(&probe, &display)? {
-            Found::Memstate { version } if version == schema_version() => {}
-            Found::Memstate { version } if version > schema_version() => refuse_newer(version, &display)?,
-            Found::New => {
-                return Err(Error::database(display, "an empty database; import dumps first (memstate import PATH...)"))
+    let mut conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let found = match schema::classify(&conn, &display) {
+        Ok(found) => found,
+        Err(error) if !folder_writable(path) => {
+            // A database left in WAL mode without its -shm file, in a place nobody can write: no
+            // writer can be at work, so it is read as an immutable file, unless a write-ahead log
+            // with content is there (that content could not be read without writing).
+            let wal = PathBuf::from(format!("{display}-wal"));
+            if std::fs::metadata(&wal).map(|meta| meta.len() > 0).unwrap_or(false) {
+                return Err(Error::database(
+                    display,
+                    format!("{error}; its write-ahead log ({}) holds changes that can only be read where the folder is writable", wal.display()),
+                ));
             }
+            conn = Connection::open_with_flags(uri(path, "immutable=1"), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
+            schema::classify(&conn, &display)?
+        }
+        Err(error) => return Err(error),
+    };
+    match found {
+        schema::Found::Memstate { version } if version == schema_version() => {}
+        schema::Found::New => {
+            return Err(Error::database(display, "an empty database; import dumps first (memstate import PATH...)"));
+        }
+        schema::Found::HalfMade => {
+            return Err(Error::database(display, "holds no data yet (an interrupted first import); import dumps first (memstate import PATH...)"));
+        }
+        schema::Found::Memstate { version } => {
             // Older: migrate in place through a writer, then read.
-            Found::Memstate { .. } => drop(open(path)?),
+            drop(conn);
+            let writer = open(path).map_err(|error| match error {
+                Error::Database { file, message } => Error::Database {
+                    file,
+                    message: format!("written by an older memstate (schema version {version}) and cannot be upgraded here: {message}"),
+                },
+                other => other,
+            })?;
+            writer.finish()?;
+            conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
         }
     }
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(|error| Error::database(&display, error))?;
-    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
-        .map_err(|error| Error::database(&display, error))?;
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0).map_err(|error| Error::database(&display, error))?;
     Ok(Database { conn, path: path.to_path_buf() })
 }
