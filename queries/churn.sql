@@ -1,6 +1,9 @@
 -- For each pair of consecutive snapshots of a node: how many allocations appeared and
 -- disappeared (by uid), and their bytes. High churn with a falling largest hole is fragmentation
--- in the making.
+-- in the making. An allocation that only changed (state, place, size) neither appears nor
+-- disappears. Reads allocation_spans: a span starting at a snapshot is an appearance unless the
+-- uid's previous span ended at the snapshot just before; a span ending is a disappearance unless
+-- the uid's next span starts at the snapshot just after.
 --
 -- @param run  text  the run (runs.run)
 --
@@ -12,23 +15,42 @@
 -- @column disappeared        count  allocations in the earlier snapshot but not the later
 -- @column disappeared_bytes  bytes  their total size
 WITH ordered AS (
-    SELECT snapshot_id, node, seq,
-           lag(snapshot_id) OVER (PARTITION BY node ORDER BY seq) AS previous_id,
-           lag(seq) OVER (PARTITION BY node ORDER BY seq) AS previous_seq
+    SELECT node, seq,
+           lag(seq) OVER (PARTITION BY node ORDER BY seq) AS previous_seq,
+           lead(seq) OVER (PARTITION BY node ORDER BY seq) AS next_seq
     FROM snapshots
     WHERE run = :run
+),
+spans AS (
+    SELECT node, first_seq, last_seq, size,
+           lag(last_seq) OVER (PARTITION BY node, uid ORDER BY first_seq) AS before_last_seq,
+           lead(first_seq) OVER (PARTITION BY node, uid ORDER BY first_seq) AS after_first_seq
+    FROM allocation_spans
+    WHERE run = :run
+),
+appeared AS (
+    SELECT s.node, s.first_seq AS seq, count(*) AS allocations, sum(s.size) AS bytes
+    FROM spans s
+    JOIN ordered o ON o.node = s.node AND o.seq = s.first_seq
+    WHERE o.previous_seq IS NOT NULL AND (s.before_last_seq IS NULL OR s.before_last_seq <> o.previous_seq)
+    GROUP BY s.node, s.first_seq
+),
+disappeared AS (
+    SELECT s.node, o.next_seq AS seq, count(*) AS allocations, sum(s.size) AS bytes
+    FROM spans s
+    JOIN ordered o ON o.node = s.node AND o.seq = s.last_seq
+    WHERE o.next_seq IS NOT NULL AND (s.after_first_seq IS NULL OR s.after_first_seq <> o.next_seq)
+    GROUP BY s.node, o.next_seq
 )
 SELECT o.node,
        o.previous_seq AS from_seq,
        o.seq AS to_seq,
-       (SELECT count(*) FROM allocations n WHERE n.snapshot_id = o.snapshot_id
-          AND n.uid NOT IN (SELECT uid FROM allocations p WHERE p.snapshot_id = o.previous_id)) AS appeared,
-       (SELECT coalesce(sum(size), 0) FROM allocations n WHERE n.snapshot_id = o.snapshot_id
-          AND n.uid NOT IN (SELECT uid FROM allocations p WHERE p.snapshot_id = o.previous_id)) AS appeared_bytes,
-       (SELECT count(*) FROM allocations p WHERE p.snapshot_id = o.previous_id
-          AND p.uid NOT IN (SELECT uid FROM allocations n WHERE n.snapshot_id = o.snapshot_id)) AS disappeared,
-       (SELECT coalesce(sum(size), 0) FROM allocations p WHERE p.snapshot_id = o.previous_id
-          AND p.uid NOT IN (SELECT uid FROM allocations n WHERE n.snapshot_id = o.snapshot_id)) AS disappeared_bytes
+       coalesce(a.allocations, 0) AS appeared,
+       coalesce(a.bytes, 0) AS appeared_bytes,
+       coalesce(d.allocations, 0) AS disappeared,
+       coalesce(d.bytes, 0) AS disappeared_bytes
 FROM ordered o
-WHERE o.previous_id IS NOT NULL
+LEFT JOIN appeared a ON a.node = o.node AND a.seq = o.seq
+LEFT JOIN disappeared d ON d.node = o.node AND d.seq = o.seq
+WHERE o.previous_seq IS NOT NULL
 ORDER BY o.node, o.seq;

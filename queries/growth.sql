@@ -1,5 +1,8 @@
 -- Provenances whose live bytes (valid, collectable and pending_alloc allocations) grow across a
 -- run, per node: leak suspects, the biggest growth first. Only provenances that grew are listed.
+-- Reads allocation_spans once: the live bytes of a provenance rise where its spans start and fall
+-- after they end, so a running sum over those events gives every snapshot's figure (the peak is
+-- reached where a span starts).
 --
 -- @param run  text     the run (runs.run)
 -- @param top  integer  at most this many rows
@@ -10,29 +13,43 @@
 -- @column last_bytes    bytes  live bytes at the node's last snapshot
 -- @column growth_bytes  bytes  last_bytes - first_bytes
 -- @column peak_bytes    bytes  the most live bytes at any snapshot of the node
-WITH per_snapshot AS (
-    SELECT s.node, s.seq, a.provenance, sum(a.size) AS bytes
-    FROM allocations a
-    JOIN snapshots s ON s.snapshot_id = a.snapshot_id
-    WHERE s.run = :run AND a.state IN ('valid', 'collectable', 'pending_alloc')
-    GROUP BY s.node, s.seq, a.provenance
-),
-bounds AS (
+WITH bounds AS (
     SELECT node, min(seq) AS first_seq, max(seq) AS last_seq
     FROM snapshots WHERE run = :run GROUP BY node
 ),
-provenances AS (
-    SELECT DISTINCT node, provenance FROM per_snapshot
+live AS (
+    SELECT node, provenance, first_seq, last_seq, size
+    FROM allocation_spans
+    WHERE run = :run AND state IN ('valid', 'collectable', 'pending_alloc')
+),
+events AS (
+    SELECT node, provenance, first_seq AS seq, 0 AS phase, size AS delta FROM live
+    UNION ALL
+    SELECT node, provenance, last_seq AS seq, 1 AS phase, -size AS delta FROM live
+),
+running AS (
+    SELECT node, provenance, phase,
+           sum(delta) OVER (PARTITION BY node, provenance ORDER BY seq, phase ROWS UNBOUNDED PRECEDING) AS bytes
+    FROM events
+),
+peaks AS (
+    SELECT node, provenance, max(bytes) AS peak_bytes FROM running WHERE phase = 0 GROUP BY node, provenance
+),
+ends AS (
+    SELECT l.node, l.provenance,
+           sum(CASE WHEN l.first_seq = b.first_seq THEN l.size ELSE 0 END) AS first_bytes,
+           sum(CASE WHEN l.last_seq = b.last_seq THEN l.size ELSE 0 END) AS last_bytes
+    FROM live l JOIN bounds b ON b.node = l.node
+    GROUP BY l.node, l.provenance
 )
-SELECT p.node,
-       p.provenance,
-       coalesce((SELECT bytes FROM per_snapshot f WHERE f.node = p.node AND f.provenance IS p.provenance AND f.seq = b.first_seq), 0) AS first_bytes,
-       coalesce((SELECT bytes FROM per_snapshot l WHERE l.node = p.node AND l.provenance IS p.provenance AND l.seq = b.last_seq), 0) AS last_bytes,
-       coalesce((SELECT bytes FROM per_snapshot l WHERE l.node = p.node AND l.provenance IS p.provenance AND l.seq = b.last_seq), 0)
-         - coalesce((SELECT bytes FROM per_snapshot f WHERE f.node = p.node AND f.provenance IS p.provenance AND f.seq = b.first_seq), 0) AS growth_bytes,
-       (SELECT max(bytes) FROM per_snapshot m WHERE m.node = p.node AND m.provenance IS p.provenance) AS peak_bytes
-FROM provenances p
-JOIN bounds b ON b.node = p.node
-WHERE growth_bytes > 0
-ORDER BY growth_bytes DESC, p.node, p.provenance
+SELECT e.node,
+       e.provenance,
+       e.first_bytes,
+       e.last_bytes,
+       e.last_bytes - e.first_bytes AS growth_bytes,
+       p.peak_bytes
+FROM ends e
+JOIN peaks p ON p.node = e.node AND p.provenance IS e.provenance
+WHERE e.last_bytes - e.first_bytes > 0
+ORDER BY growth_bytes DESC, e.node, e.provenance
 LIMIT :top;

@@ -111,39 +111,50 @@ pub fn allocations(
     group: Option<GroupBy>,
     top: i64,
 ) -> Result<Table> {
-    let (marks, mut parameters) = id_list(memory_ids, 6);
-    let mut head = vec![
-        SqlValue::Integer(snapshot_id),
-        filter.kind.clone().map(SqlValue::Text).unwrap_or(SqlValue::Null),
-        filter.state.clone().map(SqlValue::Text).unwrap_or(SqlValue::Null),
-        filter.provenance.clone().map(SqlValue::Text).unwrap_or(SqlValue::Null),
-        SqlValue::Integer(top),
-    ];
-    head.append(&mut parameters);
-    let base = format!(
-        "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
-                (SELECT group_concat(DISTINCT ao.object_id) FROM allocation_objects ao WHERE ao.run = m.run AND ao.uid = a.uid) AS objects
-         FROM allocations a JOIN memories m ON m.memory_id = a.memory_id
-         WHERE a.snapshot_id = ?1 AND a.memory_id IN ({marks})
-           AND (?2 IS NULL OR a.kind = ?2) AND (?3 IS NULL OR a.state = ?3) AND (?4 IS NULL OR a.provenance LIKE ?4)"
-    );
+    // Only the filters given become SQL, so that the one-snapshot search of the allocations view
+    // stays a plain index search; memories are joined after the limit, objects only where shown.
+    let (marks, ids) = id_list(memory_ids, 4);
+    let mut parameters = vec![SqlValue::Integer(snapshot_id), SqlValue::Integer(top), SqlValue::Null];
+    parameters.extend(ids);
+    let run_id: i64 = conn
+        .query_row("SELECT run_id FROM snapshots WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0))
+        .map_err(|error| Error::Query(error.to_string()))?;
+    parameters[2] = SqlValue::Integer(run_id);
+    let mut conditions = format!("a.snapshot_id = ?1 AND a.memory_id IN ({marks})");
+    for (column, operator, value) in [("kind", "=", &filter.kind), ("state", "=", &filter.state), ("provenance", "LIKE", &filter.provenance)] {
+        if let Some(value) = value {
+            parameters.push(SqlValue::Text(value.clone()));
+            conditions.push_str(&format!(" AND a.{column} {operator} ?{}", parameters.len()));
+        }
+    }
+    let objects = "(SELECT group_concat(DISTINCT ao.object_id) FROM allocation_objects ao WHERE ao.run_id = ?3 AND ao.uid = a.uid)";
     let sql = match group {
-        None => format!("{base} ORDER BY a.size DESC, m.handle, a.offset LIMIT ?5"),
+        None => format!(
+            "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance, a.label, {objects} AS objects
+             FROM (SELECT a.memory_id, a.uid, a.kind, a.state, a.offset, a.size, a.provenance, a.label
+                   FROM allocations a WHERE {conditions}
+                   ORDER BY a.size DESC, a.memory_id, a.offset LIMIT ?2) a
+             JOIN memories m ON m.memory_id = a.memory_id
+             ORDER BY a.size DESC, m.handle, a.offset"
+        ),
+        Some(GroupBy::Object) => format!(
+            "SELECT objects AS object, count(*) AS allocation_count, sum(size) AS bytes, max(size) AS largest
+             FROM (SELECT a.size, {objects} AS objects FROM allocations a WHERE {conditions})
+             GROUP BY objects ORDER BY bytes DESC, objects LIMIT ?2"
+        ),
         Some(group) => {
             let key = match group {
                 GroupBy::Kind => "kind",
                 GroupBy::State => "state",
-                GroupBy::Provenance => "provenance",
-                GroupBy::Object => "objects",
+                _ => "provenance",
             };
-            let name = if group == GroupBy::Object { "object" } else { key };
             format!(
-                "SELECT {key} AS {name}, count(*) AS allocation_count, sum(size) AS bytes, max(size) AS largest
-                 FROM ({base}) GROUP BY {key} ORDER BY bytes DESC, {key} LIMIT ?5"
+                "SELECT a.{key} AS {key}, count(*) AS allocation_count, sum(a.size) AS bytes, max(a.size) AS largest
+                 FROM allocations a WHERE {conditions} GROUP BY a.{key} ORDER BY bytes DESC, a.{key} LIMIT ?2"
             )
         }
     };
-    let result = table(conn, &sql, &head)?;
+    let result = table(conn, &sql, &parameters)?;
     Ok(result.with_sizes(&["size", "bytes", "largest"]))
 }
 
