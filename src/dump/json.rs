@@ -39,9 +39,20 @@ pub struct Object<'a> {
 }
 
 impl<'a> Object<'a> {
-    /// The value of `key`; when a key is written twice, the last one counts (as in most readers).
+    /// An object of these members, in the order written.
+    pub fn new(members: Vec<(Cow<'a, str>, Json<'a>)>) -> Self {
+        Object { members }
+    }
+
+    /// The value of `key` (the reader refuses objects that repeat a key, see [`Object::repeated_key`]).
     pub fn get(&self, key: &str) -> Option<&Json<'a>> {
         self.members.iter().rev().find(|(name, _)| name == key).map(|(_, value)| value)
+    }
+
+    /// The first key written twice, if any. Objects are small (a dozen keys), so the pairs are
+    /// compared directly, by length first.
+    pub fn repeated_key(&self) -> Option<&str> {
+        repeated(self.members.iter().map(|(name, _)| name.as_ref()))
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
@@ -50,6 +61,22 @@ impl<'a> Object<'a> {
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
         self.members.iter().map(|(name, value)| (name.as_ref(), value))
+    }
+}
+
+/// Members looked up by key: a parsed object, or an object read straight into known fields.
+pub trait Members<'a> {
+    fn member(&self, key: &str) -> Option<&Json<'a>>;
+    /// The first key (in the order written) that is not one of `known`.
+    fn unknown_key(&self, known: &[&str]) -> Option<&str>;
+}
+
+impl<'a> Members<'a> for Object<'a> {
+    fn member(&self, key: &str) -> Option<&Json<'a>> {
+        self.get(key)
+    }
+    fn unknown_key(&self, known: &[&str]) -> Option<&str> {
+        self.keys().find(|key| !known.contains(key))
     }
 }
 
@@ -124,8 +151,18 @@ impl<'a> Json<'a> {
     }
 }
 
+/// The first of `keys` that repeats an earlier one.
+pub fn repeated<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Option<&'k str> {
+    for (index, key) in keys.clone().enumerate() {
+        if keys.clone().take(index).any(|earlier| earlier.len() == key.len() && earlier == key) {
+            return Some(key);
+        }
+    }
+    None
+}
+
 /// A string that borrows from the input when it has no escapes.
-struct Text<'a>(Cow<'a, str>);
+pub struct Text<'a>(pub Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -212,6 +249,7 @@ mod tests {
         let text = br#"{"a": [1, -2, 1.5, 18446744073709551616, true, null], "b": "plain", "c": "esc\"aped", "a": 7}"#;
         let json: Json = serde_json::from_slice(text).unwrap();
         let object = json.as_object().unwrap();
+        assert_eq!(object.repeated_key(), Some("a"));
         assert_eq!(object.get("a").and_then(Json::as_u64), Some(7), "the last duplicate counts");
         assert!(matches!(object.get("b"), Some(Json::String(Cow::Borrowed("plain")))));
         assert_eq!(object.get("c").and_then(Json::as_str), Some("esc\"aped"));

@@ -1,14 +1,21 @@
 //! Turning the JSON text of one record into a validated [`Document`].
 //!
-//! The text is parsed into a borrowed JSON tree ([`super::json`]) first and then walked by hand: that is what lets
+//! Values are read as borrowed JSON trees ([`super::json`]) and walked by hand: that is what lets
 //! every failure name its JSON path (`memories[1].allocations[42].size`) and say what was expected,
 //! which derive-based deserialisation cannot do for a rule that spans fields (overlaps, capacity,
-//! uniqueness). Every rule of docs/FORMAT.md is checked here and nowhere else.
+//! uniqueness). The big arrays are read one element at a time ([`stream`]), so no tree of a whole
+//! dump is ever built. Every rule of docs/FORMAT.md is checked here and nowhere else.
 
+mod stream;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
-use super::json::{Json, Number, Object as JsonObject};
+use serde::de::DeserializeSeed;
+
+use super::json::{Json, Members, Number, Object as JsonObject};
+use stream::{Listed, TopValue};
 
 use super::model::*;
 use crate::error::{Error, Result};
@@ -53,24 +60,28 @@ impl fmt::Display for Path<'_> {
 
 /// Parse and validate one record (a whole `.json` file or one line of a stream).
 pub fn parse_document(text: &[u8], file: &str, options: Options) -> Result<Document> {
+    // A UTF-8 byte order mark is not JSON, but editors write one: it is accepted and skipped.
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     if text.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::input(file, "", "empty input: expected a memstate dump (a JSON object)"));
     }
-    let value: Json = serde_json::from_slice(text).map_err(|error| syntax_error(file, &error))?;
+    // UTF-8 is checked once for the whole text (quicker than string by string, as serde_json does
+    // for bytes), and the reader then works on a `str`.
+    let text = match std::str::from_utf8(text) {
+        Ok(text) => text,
+        Err(error) => {
+            let at = error.valid_up_to();
+            let before = &text[..at];
+            let line = before.iter().filter(|&&byte| byte == b'\n').count() + 1;
+            let column = at - before.iter().rposition(|&byte| byte == b'\n').map_or(0, |newline| newline + 1) + 1;
+            return Err(Error::input(file, format!("line {line}, column {column}"), format!("invalid UTF-8 (byte {:#04x})", text[at])));
+        }
+    };
     let mut parser = Parser::new(file, options);
-    let top = parser.object(&value, &Path::Root)?;
-    let format = parser.required(top, "format", &Path::Root)?;
-    match format.as_str() {
-        Some("memstate-dump") => Ok(Document::Dump(Box::new(parser.dump(top)?))),
-        Some("memstate-annotations") => Ok(Document::Annotations(Box::new(parser.annotations(top)?))),
-        _ => Err(parser.error(
-            &Path::Root.key("format"),
-            format!(
-                "expected \"memstate-dump\" or \"memstate-annotations\", found {}",
-                describe(format)
-            ),
-        )),
-    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let top = stream::Top { parser: &mut parser, text }.deserialize(&mut deserializer).map_err(|error| syntax_error(file, &error))?;
+    deserializer.end().map_err(|error| syntax_error(file, &error))?;
+    parser.document(top)
 }
 
 /// Parse and validate one record that must be a dump (not an annotations file).
@@ -132,6 +143,8 @@ struct Parser<'f> {
     /// The interned strings of the result, and their index.
     strings: Vec<String>,
     index: HashMap<String, Sym>,
+    /// What reading the `strings` table found, once it was read (before or after `memories`).
+    table_read: Option<Result<()>>,
 }
 
 impl<'f> Parser<'f> {
@@ -143,6 +156,7 @@ impl<'f> Parser<'f> {
             table_syms: Vec::new(),
             strings: Vec::new(),
             index: HashMap::new(),
+            table_read: None,
         }
     }
 
@@ -151,9 +165,20 @@ impl<'f> Parser<'f> {
     }
 
     fn object<'v>(&self, value: &'v Json<'v>, path: &Path) -> Result<&'v JsonObject<'v>> {
-        value
-            .as_object()
-            .ok_or_else(|| self.error(path, format!("expected an object, found {}", describe(value))))
+        let object = value.as_object().ok_or_else(|| self.not_an_object(path, value))?;
+        match object.repeated_key() {
+            Some(key) => Err(self.repeated_key_error(path, key)),
+            None => Ok(object),
+        }
+    }
+
+    fn not_an_object(&self, path: &Path, value: &Json) -> Error {
+        self.error(path, format!("expected an object, found {}", describe(value)))
+    }
+
+    /// An object that writes a key twice: readers disagree on which one counts, so it is refused.
+    fn repeated_key_error(&self, path: &Path, key: &str) -> Error {
+        self.error(&path.key(key), format!("the key {key:?} is written more than once in this object"))
     }
 
     fn array<'v>(&self, value: &'v Json<'v>, path: &Path) -> Result<&'v Vec<Json<'v>>> {
@@ -162,8 +187,8 @@ impl<'f> Parser<'f> {
             .ok_or_else(|| self.error(path, format!("expected an array, found {}", describe(value))))
     }
 
-    fn required<'v>(&self, map: &'v JsonObject<'v>, key: &str, parent: &Path) -> Result<&'v Json<'v>> {
-        match map.get(key) {
+    fn required<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path) -> Result<&'v Json<'v>> {
+        match map.member(key) {
             Some(value) if !value.is_null() => Ok(value),
             Some(_) => Err(self.error(&parent.key(key), "required field is null")),
             None => Err(self.error(&parent.key(key), "required field is missing")),
@@ -171,16 +196,16 @@ impl<'f> Parser<'f> {
     }
 
     /// An optional field: absent and `null` both mean "not given".
-    fn optional<'v>(&self, map: &'v JsonObject<'v>, key: &str) -> Option<&'v Json<'v>> {
-        map.get(key).filter(|value| !value.is_null())
+    fn optional<'v, M: Members<'v>>(&self, map: &'v M, key: &str) -> Option<&'v Json<'v>> {
+        map.member(key).filter(|value| !value.is_null())
     }
 
     /// In strict mode, refuse keys the format does not define at this level.
-    fn check_known(&self, map: &JsonObject<'_>, known: &[&str], path: &Path) -> Result<()> {
+    fn check_known<'v, M: Members<'v>>(&self, map: &M, known: &[&str], path: &Path) -> Result<()> {
         if !self.options.strict {
             return Ok(());
         }
-        match map.keys().find(|key| !known.contains(key)) {
+        match map.unknown_key(known) {
             Some(key) => Err(self.error(&path.key(key), "unknown field (refused in strict mode)")),
             None => Ok(()),
         }
@@ -205,7 +230,7 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_size(&self, map: &JsonObject<'_>, key: &str, parent: &Path) -> Result<Option<u64>> {
+    fn optional_size<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path) -> Result<Option<u64>> {
         self.optional(map, key).map(|value| self.size(value, &parent.key(key))).transpose()
     }
 
@@ -221,7 +246,7 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_integer(&self, map: &JsonObject<'_>, key: &str, parent: &Path, min: i64) -> Result<Option<i64>> {
+    fn optional_integer<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path, min: i64) -> Result<Option<i64>> {
         self.optional(map, key).map(|value| self.integer(value, &parent.key(key), min)).transpose()
     }
 
@@ -273,7 +298,7 @@ impl<'f> Parser<'f> {
         self.text(value, path).map(str::to_string)
     }
 
-    fn optional_owned_text(&self, map: &JsonObject<'_>, key: &str, parent: &Path) -> Result<Option<String>> {
+    fn optional_owned_text<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path) -> Result<Option<String>> {
         self.optional(map, key).map(|value| self.owned_text(value, &parent.key(key))).transpose()
     }
 
@@ -297,7 +322,7 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_sym(&mut self, map: &JsonObject<'_>, key: &str, parent: &Path) -> Result<Option<Sym>> {
+    fn optional_sym<'v, M: Members<'v>>(&mut self, map: &'v M, key: &str, parent: &Path) -> Result<Option<Sym>> {
         match self.optional(map, key) {
             Some(value) => self.sym(value, &parent.key(key)).map(Some),
             None => Ok(None),
@@ -336,25 +361,74 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn string_table(&mut self, top: &JsonObject<'_>) -> Result<()> {
-        let Some(value) = self.optional(top, "strings") else { return Ok(()) };
+    /// Read the `strings` table (once: the reader may meet it before the memories that use it).
+    fn load_table(&mut self, value: &Json) {
+        if self.table_read.is_some() || value.is_null() {
+            return;
+        }
         let path = Path::Root.key("strings");
-        let entries = self.array(value, &path)?;
-        let mut table = Vec::with_capacity(entries.len());
-        for (index, entry) in entries.iter().enumerate() {
-            match entry {
-                Json::String(text) => table.push(text.to_string()),
-                other => {
-                    return Err(self.error(&path.index(index), format!("expected a string, found {}", describe(other))))
+        let read = (|| {
+            let entries = self.array(value, &path)?;
+            let mut table = Vec::with_capacity(entries.len());
+            for (index, entry) in entries.iter().enumerate() {
+                match entry {
+                    Json::String(text) => table.push(text.to_string()),
+                    other => return Err(self.error(&path.index(index), format!("expected a string, found {}", describe(other)))),
                 }
             }
-        }
-        self.table_syms = vec![None; table.len()];
-        self.table = table;
-        Ok(())
+            Ok(table)
+        })();
+        self.table_read = Some(match read {
+            Ok(table) => {
+                self.table_syms = vec![None; table.len()];
+                self.table = table;
+                Ok(())
+            }
+            Err(error) => Err(error),
+        });
     }
 
-    fn dump(&mut self, top: &JsonObject<'_>) -> Result<Dump> {
+    /// The `strings` table's error, if reading it failed.
+    fn string_table(&mut self, top: &JsonObject<'_>) -> Result<()> {
+        if let Some(value) = self.optional(top, "strings") {
+            self.load_table(value);
+        }
+        match self.table_read.take() {
+            Some(Err(error)) => Err(error),
+            _ => {
+                self.table_read = Some(Ok(()));
+                Ok(())
+            }
+        }
+    }
+
+    /// The whole record, checked in a fixed order whatever the order of its keys.
+    fn document(&mut self, top: TopValue) -> Result<Document> {
+        let (members, memories, repeated) = match top {
+            TopValue::Object { members, memories, repeated } => (members, memories, repeated),
+            TopValue::Other(value) => return Err(self.not_an_object(&Path::Root, &value)),
+        };
+        if let Some(key) = repeated {
+            return Err(self.repeated_key_error(&Path::Root, &key));
+        }
+        let top = JsonObject::new(members);
+        let format = self.required(&top, "format", &Path::Root)?;
+        match format.as_str() {
+            Some("memstate-dump") => Ok(Document::Dump(Box::new(self.dump(&top, memories)?))),
+            Some("memstate-annotations") => {
+                if memories.is_some() && self.options.strict {
+                    return Err(self.error(&Path::Root.key("memories"), "unknown field (refused in strict mode)"));
+                }
+                Ok(Document::Annotations(Box::new(self.annotations(&top)?)))
+            }
+            _ => Err(self.error(
+                &Path::Root.key("format"),
+                format!("expected \"memstate-dump\" or \"memstate-annotations\", found {}", describe(format)),
+            )),
+        }
+    }
+
+    fn dump(&mut self, top: &JsonObject<'_>, memories: Option<Listed<Memory>>) -> Result<Dump> {
         let root = Path::Root;
         let version = self.version(top)?;
         self.check_known(
@@ -373,21 +447,7 @@ impl<'f> Parser<'f> {
             Some(value) => self.objects(value, &root.key("objects"))?,
             None => Vec::new(),
         };
-        let memories_path = root.key("memories");
-        let memory_values = self.array(self.required(top, "memories", &root)?, &memories_path)?;
-        let mut memories = Vec::with_capacity(memory_values.len());
-        let mut memory_ids: HashMap<u64, usize> = HashMap::new();
-        for (index, value) in memory_values.iter().enumerate() {
-            let path = memories_path.index(index);
-            let memory = self.memory(value, &path)?;
-            if let Some(first) = memory_ids.insert(memory.id, index) {
-                return Err(self.error(
-                    &path.key("id"),
-                    format!("memory id {} is also used by memories[{first}]", format_id(memory.id)),
-                ));
-            }
-            memories.push(memory);
-        }
+        let mut memories = self.listed(memories, &root.key("memories"), true)?.unwrap_or_default();
         self.check_unique_uids(&memories)?;
         for memory in &mut memories {
             memory.allocations.sort_by_key(|allocation| (allocation.offset, allocation.size, allocation.uid));
@@ -401,6 +461,31 @@ impl<'f> Parser<'f> {
             objects,
             memories,
         })
+    }
+
+    /// The items of a streamed array, or the error that stands for it: the first error among its
+    /// elements, a value that is not an array, or (when `required`) a missing or null one.
+    fn listed<T>(&self, listed: Option<Listed<T>>, path: &Path, required: bool) -> Result<Option<Vec<T>>> {
+        match listed {
+            None if required => Err(self.error(path, "required field is missing")),
+            None => Ok(None),
+            Some(Listed::Other(Json::Null)) if required => Err(self.error(path, "required field is null")),
+            Some(Listed::Other(Json::Null)) => Ok(None),
+            Some(Listed::Other(value)) => Err(self.error(path, format!("expected an array, found {}", describe(&value)))),
+            Some(Listed::Items { error: Some(error), .. }) => Err(error),
+            Some(Listed::Items { items, error: None }) => Ok(Some(items)),
+        }
+    }
+
+    /// Rule 5 for memories, checked as each memory is read: its id is not used by an earlier one.
+    fn check_new_memory_id(&self, earlier: &[Memory], memory: &Memory, index: usize) -> Result<()> {
+        match earlier.iter().position(|other| other.id == memory.id) {
+            Some(first) => Err(self.error(
+                &Path::Root.key("memories").index(index).key("id"),
+                format!("memory id {} is also used by memories[{first}]", format_id(memory.id)),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn producer(&mut self, value: &Json) -> Result<Option<Sym>> {
@@ -521,7 +606,7 @@ impl<'f> Parser<'f> {
 
     /// Free-form attributes: an object of strings, numbers and booleans, kept as canonical JSON.
     /// Inside `attrs` a number is a number, never an index into `strings`.
-    fn attrs(&self, map: &JsonObject<'_>, parent: &Path) -> Result<Option<String>> {
+    fn attrs<'v, M: Members<'v>>(&self, map: &'v M, parent: &Path) -> Result<Option<String>> {
         let Some(value) = self.optional(map, "attrs") else { return Ok(None) };
         let path = parent.key("attrs");
         let attrs = self.object(value, &path)?;
@@ -537,34 +622,45 @@ impl<'f> Parser<'f> {
         Ok(Some(Json::Object(attrs.clone()).to_value().to_string()))
     }
 
-    fn memory(&mut self, value: &Json, path: &Path) -> Result<Memory> {
-        let map = self.object(value, path)?;
+    /// One memory, once all of it has been read: its members as trees, its allocations and holes
+    /// converted one by one while reading. Checked in the order of the old whole-tree reader.
+    fn memory(
+        &mut self,
+        path: &Path,
+        members: Vec<(Cow<str>, Json)>,
+        allocations: Option<Listed<Allocation>>,
+        holes: Option<Listed<Range>>,
+    ) -> Result<Memory> {
+        let map = JsonObject::new(members);
+        if let Some(key) = map.repeated_key() {
+            return Err(self.repeated_key_error(path, key));
+        }
         self.check_known(
-            map,
+            &map,
             &["id", "kind", "name", "capacity", "alignment", "allocations", "holes", "failed_requests"],
             path,
         )?;
-        let id = self.id(self.required(map, "id", path)?, &path.key("id"))?;
-        let kind = self.sym(self.required(map, "kind", path)?, &path.key("kind"))?;
-        let name = self.optional_sym(map, "name", path)?;
-        let capacity = self.positive_size(self.required(map, "capacity", path)?, &path.key("capacity"))?;
-        let alignment = self.optional_size(map, "alignment", path)?;
+        let id = self.id(self.required(&map, "id", path)?, &path.key("id"))?;
+        let kind = self.sym(self.required(&map, "kind", path)?, &path.key("kind"))?;
+        let name = self.optional_sym(&map, "name", path)?;
+        let capacity = self.positive_size(self.required(&map, "capacity", path)?, &path.key("capacity"))?;
+        let alignment = self.optional_size(&map, "alignment", path)?;
 
         let allocations_path = path.key("allocations");
-        let values = self.array(self.required(map, "allocations", path)?, &allocations_path)?;
-        let mut allocations = Vec::with_capacity(values.len());
-        for (index, value) in values.iter().enumerate() {
-            allocations.push(self.allocation(value, &allocations_path.index(index), capacity)?);
+        let allocations = self.listed(allocations, &allocations_path, true)?.unwrap_or_default();
+        for (index, allocation) in allocations.iter().enumerate() {
+            self.range_end(allocation.offset, allocation.size, capacity, &allocations_path.index(index))?;
         }
         let order = self.check_overlaps(&allocations, &allocations_path)?;
 
-        let listed_holes = match self.optional(map, "holes") {
-            Some(value) => Some(self.holes(value, &path.key("holes"), capacity, &allocations, &order)?),
+        let holes_path = path.key("holes");
+        let listed_holes = match self.listed(holes, &holes_path, false)? {
+            Some(holes) => Some(self.check_holes(holes, &holes_path, capacity, &allocations, &order)?),
             None => None,
         };
 
         let mut failed_requests = Vec::new();
-        if let Some(value) = self.optional(map, "failed_requests") {
+        if let Some(value) = self.optional(&map, "failed_requests") {
             let requests_path = path.key("failed_requests");
             for (index, value) in self.array(value, &requests_path)?.iter().enumerate() {
                 failed_requests.push(self.failed_request(value, &requests_path.index(index))?);
@@ -585,16 +681,16 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn allocation(&mut self, value: &Json, path: &Path, capacity: u64) -> Result<Allocation> {
-        let map = self.object(value, path)?;
-        self.check_known(
-            map,
-            &[
-                "uid", "handle", "kind", "state", "offset", "size", "alignment", "created_ns", "provenance",
-                "label", "gc_priority", "fields", "attrs",
-            ],
-            path,
-        )?;
+    /// One allocation (its place against the memory's capacity is checked with the memory).
+    fn allocation(&mut self, read: &stream::AllocationFields, path: &Path) -> Result<Allocation> {
+        if let Some(value) = &read.not_an_object {
+            return Err(self.not_an_object(path, value));
+        }
+        if let Some(key) = &read.repeated {
+            return Err(self.repeated_key_error(path, key));
+        }
+        let map = read;
+        self.check_known(map, &stream::ALLOCATION_KEYS, path)?;
         let uid = self.id(self.required(map, "uid", path)?, &path.key("uid"))?;
         let handle = match self.optional(map, "handle") {
             Some(value) => Some(self.id(value, &path.key("handle"))?),
@@ -611,7 +707,7 @@ impl<'f> Parser<'f> {
         })?;
         let offset = self.size(self.required(map, "offset", path)?, &path.key("offset"))?;
         let size = self.positive_size(self.required(map, "size", path)?, &path.key("size"))?;
-        self.range_end(offset, size, capacity, path)?;
+        self.range_end(offset, size, u64::MAX, path)?;
         let alignment = self.optional_size(map, "alignment", path)?;
         let created_ns = self.optional_integer(map, "created_ns", path, 0)?;
         let provenance = self.optional_sym(map, "provenance", path)?;
@@ -683,25 +779,29 @@ impl<'f> Parser<'f> {
         Ok(order)
     }
 
-    /// Rule 4: listed holes overlap no allocation and no other hole.
-    fn holes(
+    /// One listed hole (its place against the memory's capacity is checked with the memory).
+    fn hole(&mut self, value: &Json, path: &Path) -> Result<Range> {
+        let map = self.object(value, path)?;
+        self.check_known(map, &["offset", "size"], path)?;
+        let offset = self.size(self.required(map, "offset", path)?, &path.key("offset"))?;
+        let size = self.positive_size(self.required(map, "size", path)?, &path.key("size"))?;
+        self.range_end(offset, size, u64::MAX, path)?;
+        Ok(Range { offset, size })
+    }
+
+    /// Rule 4: listed holes fit the memory and overlap no allocation and no other hole.
+    fn check_holes(
         &self,
-        value: &Json,
+        listed: Vec<Range>,
         path: &Path,
         capacity: u64,
         allocations: &[Allocation],
         allocation_order: &[usize],
     ) -> Result<Vec<Range>> {
-        let values = self.array(value, path)?;
-        let mut holes = Vec::with_capacity(values.len());
-        for (index, value) in values.iter().enumerate() {
-            let hole_path = path.index(index);
-            let map = self.object(value, &hole_path)?;
-            self.check_known(map, &["offset", "size"], &hole_path)?;
-            let offset = self.size(self.required(map, "offset", &hole_path)?, &hole_path.key("offset"))?;
-            let size = self.positive_size(self.required(map, "size", &hole_path)?, &hole_path.key("size"))?;
-            self.range_end(offset, size, capacity, &hole_path)?;
-            holes.push((Range { offset, size }, index));
+        let mut holes = Vec::with_capacity(listed.len());
+        for (index, hole) in listed.into_iter().enumerate() {
+            self.range_end(hole.offset, hole.size, capacity, &path.index(index))?;
+            holes.push((hole, index));
         }
         holes.sort();
         for pair in holes.windows(2) {
@@ -819,10 +919,21 @@ fn path_sibling_allocations(holes_path: &Path) -> String {
 /// Parse an id written as text: `0x` + 1..=16 hex digits, or 1..=16 bare hex digits.
 pub fn parse_id_text(text: &str) -> Option<u64> {
     let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")).unwrap_or(text);
-    if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+    if digits.is_empty() || digits.len() > 16 {
         return None;
     }
-    u64::from_str_radix(digits, 16).ok()
+    // Every allocation has one or two ids: a plain loop is quicker than from_str_radix here.
+    let mut value = 0u64;
+    for byte in digits.bytes() {
+        let digit = match byte {
+            b'0'..=b'9' => byte - b'0',
+            b'a'..=b'f' => byte - b'a' + 10,
+            b'A'..=b'F' => byte - b'A' + 10,
+            _ => return None,
+        };
+        value = value << 4 | u64::from(digit);
+    }
+    Some(value)
 }
 
 /// A light RFC 3339 check: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.

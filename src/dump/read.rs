@@ -116,15 +116,15 @@ pub struct Record {
     pub text: Vec<u8>,
 }
 
-/// Wrap `reader` in the decompressor its first bytes call for.
-fn decompress(mut reader: BufReader<Box<dyn Read + Send>>) -> io::Result<Box<dyn BufRead + Send>> {
+/// Wrap `reader` in the decompressor its first bytes call for; whether it is compressed.
+fn decompress(mut reader: BufReader<Box<dyn Read + Send>>) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
     let magic = reader.fill_buf()?;
     if magic.starts_with(&[0x1f, 0x8b]) {
-        Ok(Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader))))
+        Ok((Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader))), true))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Ok(Box::new(BufReader::new(zstd::stream::read::Decoder::with_buffer(reader)?)))
+        Ok((Box::new(BufReader::new(zstd::stream::read::Decoder::with_buffer(reader)?)), true))
     } else {
-        Ok(Box::new(reader))
+        Ok((Box::new(reader), false))
     }
 }
 
@@ -137,19 +137,25 @@ pub struct Records {
     done: bool,
     /// A first line read while sniffing, not yet handed out.
     pending: Option<Vec<u8>>,
+    /// The size of an uncompressed file: a whole document is read into a buffer of that size.
+    size: Option<usize>,
 }
 
 /// Open an input for reading its records.
 pub fn open(input: &Input) -> Result<Records> {
+    let mut size = None;
     let raw: Box<dyn Read + Send> = match &input.path {
-        Some(path) => Box::new(
-            File::open(path).map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?,
-        ),
+        Some(path) => {
+            let file = File::open(path).map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?;
+            size = file.metadata().ok().map(|meta| meta.len() as usize);
+            Box::new(file)
+        }
         None => Box::new(io::stdin()),
     };
-    let reader = decompress(BufReader::with_capacity(1 << 16, raw))
+    let (reader, compressed) = decompress(BufReader::with_capacity(1 << 16, raw))
         .map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?;
-    Ok(Records { reader, display: input.display.clone(), form: input.form, line: 0, done: false, pending: None })
+    let size = if compressed { None } else { size };
+    Ok(Records { reader, display: input.display.clone(), form: input.form, line: 0, done: false, pending: None, size })
 }
 
 impl Records {
@@ -189,6 +195,9 @@ impl Records {
 
     fn whole(&mut self, mut text: Vec<u8>) -> Option<Result<Record>> {
         self.done = true;
+        if let Some(size) = self.size {
+            text.reserve_exact(size.saturating_sub(text.len()) + 1);
+        }
         match self.reader.read_to_end(&mut text) {
             Ok(_) => Some(Ok(Record { source: self.display.clone(), text })),
             Err(error) => Some(Err(self.read_error("", error))),
