@@ -26,9 +26,6 @@ use memstate::sim::workload::Random;
 use rusqlite::{params, Connection};
 use serde::Deserialize;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn env_number(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
 }

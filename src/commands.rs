@@ -131,6 +131,7 @@ fn validate(args: &ReadArgs) -> Result<u8> {
     let options = IngestOptions { strict: args.strict, replace: false };
     let summary = ingest::validate(&args.paths, options, &mut show_events(&bar));
     bar.finish_and_clear();
+    let summary = summary?;
     print_summary(&summary, "valid:", args.format, None)?;
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }

@@ -48,6 +48,10 @@ pub enum Error {
     /// A query the user wrote (or a canned one with the user's parameters) failed.
     #[error("query: {0}")]
     Query(String),
+
+    /// memstate itself failed (a bug) while working on `file`.
+    #[error("{file}: {message}")]
+    Internal { file: String, message: String },
 }
 
 impl Error {
@@ -68,7 +72,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Read { .. } => 1,
-            Error::Database { .. } | Error::Usage(_) | Error::Query(_) => 2,
+            Error::Database { .. } | Error::Usage(_) | Error::Query(_) | Error::Internal { .. } => 2,
         }
     }
 }

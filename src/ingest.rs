@@ -1,12 +1,18 @@
-//! The import and validate pipelines: inputs are read, parsed, checked and prepared on one thread
-//! while the caller's thread writes them to the database (or just counts them, for `validate`).
+//! The import and validate pipelines: one thread reads inputs into records, a few workers parse,
+//! check and prepare them in parallel, and the caller's thread takes them back in input order to
+//! write them to the database (or just count them, for `validate`).
 //!
-//! Only a few records are in flight at once (a bounded channel), so memory is bounded by the largest
-//! dump, not by how many there are. Every record's fate (imported, unchanged, replaced, refused) is
-//! reported to the caller as an [`Event`] in input order, so messages come out in a stable order.
+//! At most a few records are in flight at once (read, parsed or waiting for the writer: a window of
+//! tickets), so memory is bounded by the largest dumps, not by how many there are. Every record's
+//! fate (imported, unchanged, replaced, refused) is reported to the caller as an [`Event`] in input
+//! order, so messages come out in a stable order. A panic while reading or parsing (a bug) is not
+//! taken for the end of the input: it becomes an error naming the file.
 
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::thread;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
 use crate::db::{Database, Importer, Outcome};
@@ -56,55 +62,211 @@ pub enum Event<'a> {
     Refused { error: &'a Error },
 }
 
-/// What the reading thread hands over.
+/// What the pipeline hands to the writer, in input order.
 enum Item {
     Dump { source: String, prepared: Box<Prepared> },
     Annotations { annotations: Box<Annotations> },
     Refused(Error),
     InputDone,
+    /// Reading or parsing panicked: a bug, reported as an error naming the input.
+    Crashed(Error),
 }
 
-/// Start the reading thread over `paths`; returns how many inputs and the receiving end.
-fn start_reader(paths: &[String], options: IngestOptions) -> (u64, u64, Vec<Error>, Receiver<Item>) {
+/// What the reading thread hands to the workers.
+enum Job {
+    Parse { source: String, text: Vec<u8> },
+    Ready(Item),
+}
+
+/// The message of a caught panic.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+fn crashed(file: &str, message: String) -> Item {
+    Item::Crashed(Error::Internal { file: file.to_string(), message: format!("memstate failed while reading it (a bug; please report it): {message}") })
+}
+
+fn parse(source: String, text: Vec<u8>, options: Options) -> Item {
+    let outcome = catch_unwind(AssertUnwindSafe(|| match parse_document(&text, &source, options) {
+        Err(error) => Item::Refused(error),
+        Ok(Document::Dump(parsed)) => {
+            drop(text);
+            Item::Dump { source: source.clone(), prepared: Box::new(dump::prepare(*parsed)) }
+        }
+        Ok(Document::Annotations(annotations)) => Item::Annotations { annotations },
+    }));
+    outcome.unwrap_or_else(|payload| crashed(&source, panic_message(payload)))
+}
+
+/// How many records may be in flight (read, parsed, or waiting for the writer) at once.
+struct Window {
+    state: Mutex<(usize, bool)>,
+    changed: Condvar,
+    size: usize,
+}
+
+impl Window {
+    fn new(size: usize) -> Arc<Window> {
+        Arc::new(Window { state: Mutex::new((0, false)), changed: Condvar::new(), size })
+    }
+
+    /// Wait for room for one more record; false once the writer has stopped.
+    fn enter(&self) -> bool {
+        let Ok(mut state) = self.state.lock() else { return false };
+        while state.0 >= self.size && !state.1 {
+            state = match self.changed.wait(state) {
+                Ok(state) => state,
+                Err(_) => return false,
+            };
+        }
+        state.0 += 1;
+        !state.1
+    }
+
+    /// The writer is done with one record.
+    fn leave(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.0 = state.0.saturating_sub(1);
+            self.changed.notify_all();
+        }
+    }
+
+    /// The writer stops taking records.
+    fn close(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.1 = true;
+            self.changed.notify_all();
+        }
+    }
+}
+
+/// The running pipeline: results in input order, and the threads to join.
+struct Pipeline {
+    results: Receiver<(u64, Item)>,
+    window: Arc<Window>,
+    threads: Vec<JoinHandle<()>>,
+    inputs: u64,
+    ignored_files: u64,
+    path_errors: Vec<Error>,
+}
+
+/// Start reading `paths`: a reading thread and `workers` parsing threads.
+fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     let expanded = read::expand(paths);
-    let count = expanded.inputs.len() as u64;
-    let ignored = expanded.ignored_files;
-    let inputs = expanded.inputs;
-    // Two dumps in flight is enough to keep both cores busy without holding many dumps in memory.
-    let (sender, receiver) = sync_channel::<Item>(2);
+    let workers = thread::available_parallelism().map(|count| count.get()).unwrap_or(1).clamp(1, 4);
+    // Records read, being parsed, or parsed and waiting: bounded, so memory is too.
+    let window = Window::new(workers + 1);
+    let (job_sender, job_receiver) = sync_channel::<(u64, Job)>(1);
+    let (result_sender, results) = sync_channel::<(u64, Item)>(workers + 1);
     let parse_options = Options { strict: options.strict };
-    thread::spawn(move || {
-        for input in &inputs {
-            match read::open(input) {
-                Err(error) => {
-                    if sender.send(Item::Refused(error)).is_err() {
-                        return;
-                    }
-                }
-                Ok(records) => {
-                    for record in records {
-                        let item = match record {
-                            Err(error) => Item::Refused(error),
-                            Ok(record) => match parse_document(&record.text, &record.source, parse_options) {
-                                Err(error) => Item::Refused(error),
-                                Ok(Document::Dump(parsed)) => {
-                                    Item::Dump { source: record.source, prepared: Box::new(dump::prepare(*parsed)) }
-                                }
-                                Ok(Document::Annotations(annotations)) => Item::Annotations { annotations },
-                            },
-                        };
-                        if sender.send(item).is_err() {
-                            return;
-                        }
-                    }
-                }
+    let inputs = expanded.inputs.len() as u64;
+    let mut threads = Vec::new();
+    let reading = Arc::clone(&window);
+    threads.push(thread::spawn(move || {
+        let mut index = 0u64;
+        // Each record enters the window (waiting while it is full) before the next is read.
+        let mut send = |job: Job| -> bool {
+            if !reading.enter() || job_sender.send((index, job)).is_err() {
+                return false;
             }
-            if sender.send(Item::InputDone).is_err() {
-                return;
+            index += 1;
+            true
+        };
+        for input in &expanded.inputs {
+            let outcome = catch_unwind(AssertUnwindSafe(|| -> bool {
+                match read::open(input) {
+                    Err(error) => send(Job::Ready(Item::Refused(error))),
+                    Ok(records) => {
+                        for record in records {
+                            let job = match record {
+                                Err(error) => Job::Ready(Item::Refused(error)),
+                                Ok(record) => Job::Parse { source: record.source, text: record.text },
+                            };
+                            if !send(job) {
+                                return false;
+                            }
+                        }
+                        true
+                    }
+                }
+            }));
+            let going_on = match outcome {
+                Ok(going_on) => going_on,
+                Err(payload) => {
+                    let _ = send(Job::Ready(crashed(&input.display, panic_message(payload))));
+                    false
+                }
+            };
+            if !going_on || !send(Job::Ready(Item::InputDone)) {
+                break;
             }
         }
-    });
-    (count, ignored, expanded.errors, receiver)
+    }));
+    let jobs = Arc::new(Mutex::new(job_receiver));
+    for _ in 0..workers {
+        let jobs = Arc::clone(&jobs);
+        let results = result_sender.clone();
+        threads.push(thread::spawn(move || loop {
+            let next = match jobs.lock() {
+                Ok(receiver) => receiver.recv(),
+                Err(_) => return,
+            };
+            let Ok((index, job)) = next else { return };
+            let item = match job {
+                Job::Ready(item) => item,
+                Job::Parse { source, text } => parse(source, text, parse_options),
+            };
+            if results.send((index, item)).is_err() {
+                return;
+            }
+        }));
+    }
+    drop(result_sender);
+    Pipeline { results, window, threads, inputs, ignored_files: expanded.ignored_files, path_errors: expanded.errors }
+}
+
+impl Pipeline {
+    /// Hand every item to `handle` in input order; then join the threads. A thread that died
+    /// without saying why is an error too.
+    fn run(mut self, handle: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
+        let mut waiting: BTreeMap<u64, Item> = BTreeMap::new();
+        let mut next = 0u64;
+        let mut outcome = Ok(());
+        for (index, item) in self.results.iter() {
+            waiting.insert(index, item);
+            while let Some(item) = waiting.remove(&next) {
+                next += 1;
+                let result = handle(item);
+                self.window.leave();
+                if let Err(error) = result {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+            if outcome.is_err() {
+                break;
+            }
+        }
+        // Stop the reading side (if it is still going) and wait for every thread.
+        self.window.close();
+        drop(self.results);
+        for thread in self.threads.drain(..) {
+            if let Err(payload) = thread.join() {
+                if outcome.is_ok() {
+                    outcome = Err(Error::Internal { file: String::new(), message: format!("a reading thread failed: {}", panic_message(payload)) });
+                }
+            }
+        }
+        if outcome.is_ok() && !waiting.is_empty() {
+            outcome = Err(Error::Internal { file: String::new(), message: "the reading threads stopped early".to_string() });
+        }
+        outcome
+    }
 }
 
 fn refused(summary: &mut Summary, error: &Error, report: &mut dyn FnMut(Event)) {
@@ -113,32 +275,27 @@ fn refused(summary: &mut Summary, error: &Error, report: &mut dyn FnMut(Event)) 
 }
 
 /// Start reading: report the inputs and the paths that cannot be read at all.
-fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> (Summary, Receiver<Item>) {
+fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> (Summary, Pipeline) {
     let mut summary = Summary::default();
-    let (count, ignored, path_errors, receiver) = start_reader(paths, options);
-    summary.ignored_files = ignored;
-    report(Event::Inputs { count });
-    for error in &path_errors {
+    let pipeline = start(paths, options);
+    summary.ignored_files = pipeline.ignored_files;
+    report(Event::Inputs { count: pipeline.inputs });
+    for error in &pipeline.path_errors {
         refused(&mut summary, error, report);
     }
-    (summary, receiver)
+    (summary, pipeline)
 }
 
 /// Import every dump and annotations file found under `paths` into `database`.
 ///
 /// Refused records are reported and counted; the others land. Only an error of the database itself
-/// (it cannot be written) stops the run and is returned.
-pub fn import(
-    database: &mut Database,
-    paths: &[String],
-    options: IngestOptions,
-    report: &mut dyn FnMut(Event),
-) -> Result<Summary> {
+/// (it cannot be written), or a failure of memstate itself, stops the run and is returned.
+pub fn import(database: &mut Database, paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> Result<Summary> {
     let started = Instant::now();
-    let (mut summary, receiver) = begin(paths, options, report);
+    let (mut summary, pipeline) = begin(paths, options, report);
     let db_display = database.display();
     let mut importer = Importer::new(&mut database.conn, db_display);
-    for item in receiver {
+    pipeline.run(&mut |item| {
         match item {
             Item::Dump { source, prepared } => match importer.import(&prepared, &source, options.replace) {
                 Ok(Outcome::Imported { allocations, .. }) => {
@@ -158,22 +315,24 @@ pub fn import(
                 summary.annotations += 1;
             }
             Item::Refused(error) => refused(&mut summary, &error, report),
+            Item::Crashed(error) => return Err(error),
             Item::InputDone => {
                 summary.inputs += 1;
                 report(Event::InputDone);
             }
         }
         report(Event::Progress { summary: &summary });
-    }
+        Ok(())
+    })?;
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }
 
 /// Read and check every record under `paths` without a database.
-pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> Summary {
+pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> Result<Summary> {
     let started = Instant::now();
-    let (mut summary, receiver) = begin(paths, options, report);
-    for item in receiver {
+    let (mut summary, pipeline) = begin(paths, options, report);
+    pipeline.run(&mut |item| {
         match item {
             Item::Dump { prepared, .. } => {
                 summary.imported += 1;
@@ -181,13 +340,15 @@ pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut
             }
             Item::Annotations { .. } => summary.annotations += 1,
             Item::Refused(error) => refused(&mut summary, &error, report),
+            Item::Crashed(error) => return Err(error),
             Item::InputDone => {
                 summary.inputs += 1;
                 report(Event::InputDone);
             }
         }
         report(Event::Progress { summary: &summary });
-    }
+        Ok(())
+    })?;
     summary.seconds = started.elapsed().as_secs_f64();
-    summary
+    Ok(summary)
 }

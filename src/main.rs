@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    limit_retained_memory();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -26,6 +27,15 @@ fn main() -> ExitCode {
     }
 }
 
-// The reader builds many small JSON values per dump; mimalloc makes that markedly cheaper than glibc.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Dumps are read into buffers of several MiB by parallel threads and freed by another. glibc
+/// would raise its mmap threshold after the first such free and then keep the buffers in
+/// per-thread arenas, so a long import's resident memory grew with the number of threads; a fixed
+/// threshold returns large buffers to the system as soon as they are freed.
+fn limit_retained_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes a malloc tunable; it is called before any other thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
+    }
+}

@@ -58,7 +58,8 @@ fn every_layout_and_encoding_validates_and_imports() {
             if let memstate::ingest::Event::Refused { error } = event {
                 panic!("{error}");
             }
-        });
+        })
+        .unwrap();
         assert_eq!(validated.refused, 0);
         assert_eq!(validated.imported, summary.dumps);
         assert_eq!(validated.allocations, summary.allocations);
@@ -67,7 +68,7 @@ fn every_layout_and_encoding_validates_and_imports() {
         let imported = memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
         assert_eq!((imported.refused, imported.imported), (0, summary.dumps));
         // Strict mode too: the simulator writes nothing outside the format.
-        let strict = memstate::ingest::validate(&paths, memstate::ingest::IngestOptions { strict: true, replace: false }, &mut |_| {});
+        let strict = memstate::ingest::validate(&paths, memstate::ingest::IngestOptions { strict: true, replace: false }, &mut |_| {}).unwrap();
         assert_eq!(strict.refused, 0);
     }
 }
