@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, Span, SpanTable};
+use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, SpanList, SpanTable};
 use crate::dump::{Annotations, Object, Prepared, State, Sym};
 use crate::error::{Error, Result};
 
@@ -32,8 +32,8 @@ pub enum Outcome {
 /// The open spans of a node's latest snapshot, as committed.
 struct NodeSpans {
     latest: i64,
-    allocations: HashMap<(i64, i64), Span<AllocationAttrs>>,
-    holes: HashMap<(i64, i64), Span<i64>>,
+    allocations: SpanList<(i64, i64), AllocationAttrs>,
+    holes: SpanList<(i64, i64), i64>,
 }
 
 /// Writes dumps into an open database, keeping a cache of interned string ids between dumps.
@@ -270,9 +270,8 @@ impl Writer<'_, '_> {
                  ON CONFLICT DO UPDATE SET field_size = max(coalesce(field_size, excluded.field_size), coalesce(excluded.field_size, field_size))",
             )
             .map_err(&db_error)?;
-        let mut allocations = Vec::with_capacity(dump.allocation_count());
-        let mut holes = Vec::new();
-        for ((memory, memory_holes), figures) in dump.memories.iter().zip(&prepared.holes).zip(&prepared.figures) {
+        let mut memory_of = Vec::with_capacity(dump.memories.len());
+        for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
             let memory_id: i64 = upsert_memory
                 .query_row(params![run_id, node, id_bits(memory.id), sym(memory.kind), opt(memory.name), seq], |row| row.get(0))
                 .map_err(&db_error)?;
@@ -309,39 +308,51 @@ impl Writer<'_, '_> {
                     ])
                     .map_err(&db_error)?;
             }
-            for allocation in &memory.allocations {
+            for allocation in memory.allocations.iter().filter(|allocation| !allocation.fields.is_empty()) {
                 for field in &allocation.fields {
                     insert_link
                         .execute(params![run_id, id_bits(allocation.uid), field.id, sym(field.object), field.size.map(size_bits)])
                         .map_err(&db_error)?;
                 }
-                allocations.push((
-                    (memory_id, id_bits(allocation.uid)),
-                    AllocationAttrs {
-                        offset: size_bits(allocation.offset),
-                        size: size_bits(allocation.size),
-                        state: state_code(allocation.state),
-                        kind: sym(allocation.kind),
-                        handle: allocation.handle.map(id_bits),
-                        alignment: allocation.alignment.map(size_bits),
-                        created_ns: allocation.created_ns,
-                        provenance: opt(allocation.provenance),
-                        label: opt(allocation.label),
-                        gc_priority: allocation.gc_priority,
-                        attrs: allocation.attrs.clone(),
-                    },
-                ));
             }
-            holes.extend(memory_holes.iter().map(|hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size))));
+            memory_of.push(memory_id);
         }
         drop((upsert_memory, insert_state, insert_failed, insert_link));
-        let allocation_count = allocations.len() as u64;
+        let allocation_count = dump.allocation_count() as u64;
+        // What the spans must hold at `seq`, in key order (memory id, then uid or offset), made as
+        // the planner asks for it.
+        let mut memories_in_order: Vec<usize> = (0..dump.memories.len()).collect();
+        memories_in_order.sort_unstable_by_key(|&index| memory_of[index]);
+        let allocations = memories_in_order.iter().flat_map(|&index| {
+            let (memory, memory_id) = (&dump.memories[index], memory_of[index]);
+            prepared.by_uid[index].iter().map(move |&position| {
+                let allocation = &memory.allocations[position as usize];
+                let attrs = AllocationAttrs {
+                    offset: size_bits(allocation.offset),
+                    size: size_bits(allocation.size),
+                    state: state_code(allocation.state),
+                    kind: sym(allocation.kind),
+                    handle: allocation.handle.map(id_bits),
+                    alignment: allocation.alignment.map(size_bits),
+                    created_ns: allocation.created_ns,
+                    provenance: opt(allocation.provenance),
+                    label: opt(allocation.label),
+                    gc_priority: allocation.gc_priority,
+                    attrs: allocation.attrs.clone(),
+                };
+                ((memory_id, id_bits(allocation.uid)), attrs)
+            })
+        });
+        let holes = memories_in_order.iter().flat_map(|&index| {
+            let memory_id = memory_of[index];
+            prepared.holes[index].iter().map(move |hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size)))
+        });
 
         // The spans around `seq`: from memory when `seq` follows the node's latest snapshot that
         // this importer wrote, else from the database.
         let memory_ids = node_memories(tx, run_id, node).map_err(&db_error)?;
         let appended = next.is_none() && prev.is_some();
-        let (mut prev_allocations, mut prev_holes) = match (cache.filter(|spans| appended && Some(spans.latest) == prev), prev) {
+        let (prev_allocations, prev_holes) = match (cache.filter(|spans| appended && Some(spans.latest) == prev), prev) {
             (Some(spans), _) => (spans.allocations, spans.holes),
             (None, Some(_)) if appended => {
                 (AllocationSpans::open(tx, &memory_ids).map_err(&db_error)?, HoleSpans::open(tx, &memory_ids).map_err(&db_error)?)
@@ -350,26 +361,25 @@ impl Writer<'_, '_> {
                 AllocationSpans::containing(tx, &memory_ids, prev).map_err(&db_error)?,
                 HoleSpans::containing(tx, &memory_ids, prev).map_err(&db_error)?,
             ),
-            (None, None) => (HashMap::new(), HashMap::new()),
+            (None, None) => (Vec::new(), Vec::new()),
         };
         let (next_allocations, next_holes) = match next {
             Some(next) => (
                 AllocationSpans::containing(tx, &memory_ids, next).map_err(&db_error)?,
                 HoleSpans::containing(tx, &memory_ids, next).map_err(&db_error)?,
             ),
-            None => (HashMap::new(), HashMap::new()),
+            None => (Vec::new(), Vec::new()),
         };
-        let allocation_changes = spans::plan_insert(seq, prev, next, &prev_allocations, &next_allocations, allocations);
-        let hole_changes = spans::plan_insert(seq, prev, next, &prev_holes, &next_holes, holes);
-        AllocationSpans::apply(tx, &allocation_changes).map_err(&db_error)?;
-        HoleSpans::apply(tx, &hole_changes).map_err(&db_error)?;
+        let allocation_spans = spans::plan_insert(seq, prev, next, prev_allocations, &next_allocations, allocations);
+        let hole_spans = spans::plan_insert(seq, prev, next, prev_holes, &next_holes, holes);
+        AllocationSpans::apply(tx, &allocation_spans.changes).map_err(&db_error)?;
+        HoleSpans::apply(tx, &hole_spans.changes).map_err(&db_error)?;
 
         // When `seq` is the node's latest snapshot, its open spans are what the next dump needs.
-        let open = next.is_none().then(|| {
-            spans::update_open(&mut prev_allocations, &allocation_changes);
-            spans::update_open(&mut prev_holes, &hole_changes);
-            NodeSpans { latest: seq, allocations: prev_allocations, holes: prev_holes }
-        });
+        let open = match (allocation_spans.open, hole_spans.open) {
+            (Some(allocations), Some(holes)) => Some(NodeSpans { latest: seq, allocations, holes }),
+            _ => None,
+        };
         let outcome = if replaced {
             Outcome::Replaced { snapshot_id, allocations: allocation_count }
         } else {
@@ -442,11 +452,11 @@ fn remove_snapshot(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, 
         let here = T::containing(conn, memory_ids, seq)?;
         let before = match prev {
             Some(prev) => T::containing(conn, memory_ids, prev)?,
-            None => HashMap::new(),
+            None => Vec::new(),
         };
         let after = match next {
             Some(next) => T::containing(conn, memory_ids, next)?,
-            None => HashMap::new(),
+            None => Vec::new(),
         };
         T::apply(conn, &spans::plan_remove(seq, prev, next, &here, &before, &after))
     }

@@ -109,7 +109,7 @@ fn enter_wal(conn: &Connection, display: &str) -> Result<()> {
     if !journal.eq_ignore_ascii_case("wal") {
         return Err(Error::database(display, format!("cannot switch to WAL mode (journal mode stays {journal})")));
     }
-    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -16384;").map_err(|error| Error::database(display, error))
+    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192;").map_err(|error| Error::database(display, error))
 }
 
 /// Open (creating if needed) the database at `path` for reading and writing, migrated to the

@@ -17,12 +17,17 @@
 //! at `prev` joins the one starting at `next` when they hold the same thing; when `p` was the
 //! latest, spans ending at `prev` become open again.
 //!
-//! The planning here is pure (maps in, a list of changes out); [`SpanTable`] reads and writes them.
+//! The planning here is pure (lists in, a list of changes out) and works on lists sorted by key,
+//! merged in one pass: a node's snapshot holds tens of thousands of things, and walking sorted
+//! lists side by side costs far less than looking each one up. [`SpanTable`] reads and writes.
 
-use std::collections::HashMap;
-use std::hash::Hash;
+use std::cmp::Ordering;
+use std::iter::Peekable;
 
 use rusqlite::{params, Connection};
+
+/// Spans by key, sorted by key, each key once.
+pub type SpanList<K, A> = Vec<(K, Span<A>)>;
 
 /// The extent of a stored span; `last: None` means open.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,72 +83,120 @@ pub fn reach(level: i64) -> i64 {
     }
 }
 
+/// What inserting a snapshot does to a table of spans.
+#[derive(Debug)]
+pub struct Insertion<K, A> {
+    pub changes: Vec<Change<K, A>>,
+    /// When the snapshot is the node's latest: its open spans (what the next dump starts from).
+    pub open: Option<SpanList<K, A>>,
+}
+
+/// The next entry of a sorted list when it has `key`.
+fn take_if<K: Ord, V, I: Iterator<Item = (K, V)>>(list: &mut Peekable<I>, key: &K) -> Option<V> {
+    match list.peek() {
+        Some((candidate, _)) if candidate == key => list.next().map(|(_, value)| value),
+        _ => None,
+    }
+}
+
+/// The smallest key at the head of the lists.
+fn smallest<'k, K: Ord>(keys: impl IntoIterator<Item = Option<&'k K>>) -> Option<&'k K> {
+    keys.into_iter().flatten().min_by(|a, b| a.cmp(b))
+}
+
 /// The changes that insert snapshot `seq` holding `things`, given the spans that contain its
-/// neighbours. `things` must not repeat a key.
-pub fn plan_insert<K: Copy + Eq + Hash, A: Clone + PartialEq>(
+/// neighbours. `things` and both lists are sorted by key with each key once.
+pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
     seq: i64,
     prev: Option<i64>,
     next: Option<i64>,
-    around_prev: &HashMap<K, Span<A>>,
-    around_next: &HashMap<K, Span<A>>,
+    around_prev: SpanList<K, A>,
+    around_next: &[(K, Span<A>)],
     things: impl IntoIterator<Item = (K, A)>,
-) -> Vec<Change<K, A>> {
+) -> Insertion<K, A> {
     // Spans passing over `seq`: they contain `prev` and reach on to `next` (or are open).
     let passes = |span: &Span<A>| match next {
         Some(next) => span.reaches(next),
         None => span.last.is_none(),
     };
     let mut changes = Vec::new();
-    let mut kept: HashMap<K, bool> = HashMap::new();
-    for (key, attrs) in things {
-        if let Some(span) = around_prev.get(&key).filter(|span| passes(span)) {
-            if span.attrs == attrs {
-                kept.insert(key, true);
-                continue;
-            }
+    let mut open = next.is_none().then(|| Vec::with_capacity(around_prev.len()));
+    let mut before = around_prev.into_iter().peekable();
+    let mut after = around_next.iter().map(|(key, span)| (*key, span)).peekable();
+    let mut things = things.into_iter().peekable();
+    loop {
+        let Some(&key) = smallest([before.peek().map(|(key, _)| key), things.peek().map(|(key, _)| key)]) else { break };
+        // Spans around `next` only matter for keys present before or at `seq`.
+        while after.peek().is_some_and(|(candidate, _)| candidate.cmp(&key) == Ordering::Less) {
+            after.next();
         }
-        let left = prev.and_then(|prev| around_prev.get(&key).filter(|span| span.ends_at(prev) && span.attrs == attrs));
-        let right = next.and_then(|next| around_next.get(&key).filter(|span| span.first == next && span.attrs == attrs));
-        match (left, right) {
-            (Some(left), Some(right)) => {
-                changes.push(Change::Delete(key, left.clone()));
-                changes.push(Change::Delete(key, right.clone()));
-                changes.push(Change::Insert(key, Span { first: left.first, last: right.last, attrs }));
-            }
-            (Some(left), None) => {
-                changes.push(Change::Delete(key, left.clone()));
-                changes.push(Change::Insert(key, Span { first: left.first, last: Some(seq), attrs }));
-            }
-            (None, Some(right)) => {
-                changes.push(Change::Delete(key, right.clone()));
-                changes.push(Change::Insert(key, Span { first: seq, last: right.last, attrs }));
-            }
-            (None, None) => changes.push(Change::Insert(key, Span { first: seq, last: next.map(|_| seq), attrs })),
-        }
-    }
-    // Spans passing over `seq` whose thing is absent or different at `seq`: cut them around it.
-    if let Some(prev) = prev {
-        for (key, span) in around_prev {
-            if passes(span) && !kept.contains_key(key) {
-                changes.push(Change::Delete(*key, span.clone()));
-                changes.push(Change::Insert(*key, Span { first: span.first, last: Some(prev), attrs: span.attrs.clone() }));
-                if let Some(next) = next {
-                    changes.push(Change::Insert(*key, Span { first: next, last: span.last, attrs: span.attrs.clone() }));
+        let left = take_if(&mut before, &key);
+        let right = take_if(&mut after, &key);
+        let thing = take_if(&mut things, &key);
+        let passing = left.as_ref().filter(|span| passes(span));
+        match (passing, thing) {
+            (Some(span), Some(attrs)) if span.attrs == attrs => {
+                // Unchanged over `seq`: nothing to write.
+                if let (Some(open), Some(span)) = (open.as_mut(), left) {
+                    open.push((key, span));
                 }
             }
+            (Some(span), thing) => {
+                // Absent or different at `seq`: cut around it.
+                let span = span.clone();
+                changes.push(Change::Delete(key, span.clone()));
+                if let Some(prev) = prev {
+                    changes.push(Change::Insert(key, Span { first: span.first, last: Some(prev), attrs: span.attrs.clone() }));
+                }
+                if let Some(next) = next {
+                    changes.push(Change::Insert(key, Span { first: next, last: span.last, attrs: span.attrs }));
+                }
+                if let Some(attrs) = thing {
+                    let new = Span { first: seq, last: next.map(|_| seq), attrs };
+                    if let (Some(open), None) = (open.as_mut(), new.last) {
+                        open.push((key, new.clone()));
+                    }
+                    changes.push(Change::Insert(key, new));
+                }
+            }
+            (None, Some(attrs)) => {
+                let joins_left = prev.and_then(|prev| left.filter(|span| span.ends_at(prev) && span.attrs == attrs));
+                let joins_right = next.and_then(|next| right.filter(|span| span.first == next && span.attrs == attrs));
+                let new = match (joins_left, joins_right) {
+                    (Some(left), Some(right)) => {
+                        changes.push(Change::Delete(key, left.clone()));
+                        changes.push(Change::Delete(key, right.clone()));
+                        Span { first: left.first, last: right.last, attrs }
+                    }
+                    (Some(left), None) => {
+                        changes.push(Change::Delete(key, left.clone()));
+                        Span { first: left.first, last: Some(seq), attrs }
+                    }
+                    (None, Some(right)) => {
+                        changes.push(Change::Delete(key, right.clone()));
+                        Span { first: seq, last: right.last, attrs }
+                    }
+                    (None, None) => Span { first: seq, last: next.map(|_| seq), attrs },
+                };
+                if let (Some(open), None) = (open.as_mut(), new.last) {
+                    open.push((key, new.clone()));
+                }
+                changes.push(Change::Insert(key, new));
+            }
+            (None, None) => {} // a span that ended at `prev`, with nothing at `seq`
         }
     }
-    changes
+    Insertion { changes, open }
 }
 
 /// The changes that remove snapshot `seq`, given the spans containing it and its neighbours.
-pub fn plan_remove<K: Copy + Eq + Hash, A: Clone + PartialEq>(
+pub fn plan_remove<K: Copy + Ord, A: Clone + PartialEq>(
     seq: i64,
     prev: Option<i64>,
     next: Option<i64>,
-    around: &HashMap<K, Span<A>>,
-    around_prev: &HashMap<K, Span<A>>,
-    around_next: &HashMap<K, Span<A>>,
+    around: &[(K, Span<A>)],
+    around_prev: &[(K, Span<A>)],
+    around_next: &[(K, Span<A>)],
 ) -> Vec<Change<K, A>> {
     let mut changes = Vec::new();
     for (key, span) in around {
@@ -170,7 +223,8 @@ pub fn plan_remove<K: Copy + Eq + Hash, A: Clone + PartialEq>(
         for (key, left) in around_prev.iter().filter(|(_, span)| span.ends_at(prev)) {
             match next {
                 Some(next) => {
-                    if let Some(right) = around_next.get(key).filter(|span| span.first == next && span.attrs == left.attrs) {
+                    let right = around_next.binary_search_by(|(candidate, _)| candidate.cmp(key)).ok().map(|index| &around_next[index].1);
+                    if let Some(right) = right.filter(|span| span.first == next && span.attrs == left.attrs) {
                         changes.push(Change::Delete(*key, left.clone()));
                         changes.push(Change::Delete(*key, right.clone()));
                         changes.push(Change::Insert(*key, Span { first: left.first, last: right.last, attrs: left.attrs.clone() }));
@@ -188,14 +242,14 @@ pub fn plan_remove<K: Copy + Eq + Hash, A: Clone + PartialEq>(
 
 /// A table of spans: how to read the spans containing a snapshot and how to write changes.
 pub trait SpanTable {
-    type Key: Copy + Eq + Hash;
+    type Key: Copy + Ord;
     type Attrs: Clone + PartialEq;
 
-    /// Every span of the given memories that contains `seq`, by key.
-    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<HashMap<Self::Key, Span<Self::Attrs>>>;
+    /// Every span of the given memories that contains `seq`, sorted by key.
+    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
 
-    /// The open spans of the given memories (those containing the node's latest snapshot).
-    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<HashMap<Self::Key, Span<Self::Attrs>>>;
+    /// The open spans of the given memories (those containing the node's latest snapshot), sorted.
+    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
 
     fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()>;
 }
@@ -247,25 +301,44 @@ fn allocation_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<All
 
 /// Run `select` (with `?1` memory id, `?2` level, `?3`..`?4` the first_seq range and `?4` the seq
 /// the span must reach) for every memory and level, collecting the rows by key.
-fn stab<K: Eq + Hash, A>(
+fn stab<K: Ord, A>(
     conn: &Connection,
     select: &str,
     memory_ids: &[i64],
     seq: i64,
     row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
-) -> rusqlite::Result<HashMap<K, Span<A>>> {
+) -> rusqlite::Result<SpanList<K, A>> {
     let mut statement = conn.prepare_cached(select)?;
-    let mut found = HashMap::new();
+    let mut found = Vec::new();
     for &memory_id in memory_ids {
         for level in levels() {
             let low = seq.saturating_sub(reach(level));
             let mut rows = statement.query(params![memory_id, level, low, seq])?;
             while let Some(current) = rows.next()? {
-                let (key, span) = row(current)?;
-                found.insert(key, span);
+                found.push(row(current)?);
             }
         }
     }
+    found.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    Ok(found)
+}
+
+/// Every row of `select` (with `?1` a memory id) for each memory, sorted by key.
+fn rows_of<K: Ord, A>(
+    conn: &Connection,
+    select: &str,
+    memory_ids: &[i64],
+    row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
+) -> rusqlite::Result<SpanList<K, A>> {
+    let mut statement = conn.prepare_cached(select)?;
+    let mut found = Vec::new();
+    for &memory_id in memory_ids {
+        let mut rows = statement.query([memory_id])?;
+        while let Some(current) = rows.next()? {
+            found.push(row(current)?);
+        }
+    }
+    found.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
     Ok(found)
 }
 
@@ -273,7 +346,7 @@ impl SpanTable for AllocationSpans {
     type Key = (i64, i64);
     type Attrs = AllocationAttrs;
 
-    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<HashMap<Self::Key, Span<Self::Attrs>>> {
+    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
         stab(
             conn,
             &format!(
@@ -286,17 +359,8 @@ impl SpanTable for AllocationSpans {
         )
     }
 
-    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<HashMap<Self::Key, Span<Self::Attrs>>> {
-        let mut statement = conn.prepare_cached(&format!("SELECT {ALLOCATION_COLUMNS} FROM allocation_span WHERE memory_id = ?1 AND level = 64"))?;
-        let mut found = HashMap::new();
-        for &memory_id in memory_ids {
-            let mut rows = statement.query([memory_id])?;
-            while let Some(row) = rows.next()? {
-                let (key, span) = allocation_row(row)?;
-                found.insert(key, span);
-            }
-        }
-        Ok(found)
+    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        rows_of(conn, &format!("SELECT {ALLOCATION_COLUMNS} FROM allocation_span WHERE memory_id = ?1 AND level = 64"), memory_ids, allocation_row)
     }
 
     fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()> {
@@ -349,7 +413,7 @@ impl SpanTable for HoleSpans {
     type Key = (i64, i64);
     type Attrs = i64;
 
-    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<HashMap<Self::Key, Span<Self::Attrs>>> {
+    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
         stab(
             conn,
             "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span
@@ -360,17 +424,8 @@ impl SpanTable for HoleSpans {
         )
     }
 
-    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<HashMap<Self::Key, Span<Self::Attrs>>> {
-        let mut statement = conn.prepare_cached("SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span WHERE memory_id = ?1 AND level = 64")?;
-        let mut found = HashMap::new();
-        for &memory_id in memory_ids {
-            let mut rows = statement.query([memory_id])?;
-            while let Some(row) = rows.next()? {
-                let (key, span) = hole_row(row)?;
-                found.insert(key, span);
-            }
-        }
-        Ok(found)
+    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        rows_of(conn, "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span WHERE memory_id = ?1 AND level = 64", memory_ids, hole_row)
     }
 
     fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()> {
@@ -388,25 +443,6 @@ impl SpanTable for HoleSpans {
             }
         }
         Ok(())
-    }
-}
-
-/// Apply `changes` to a map of open spans (the importer's cache of the node's latest snapshot).
-/// A key's new span may be inserted before its old one is deleted, so a delete removes only the
-/// span it names.
-pub fn update_open<K: Copy + Eq + Hash, A: Clone>(open: &mut HashMap<K, Span<A>>, changes: &[Change<K, A>]) {
-    for change in changes {
-        match change {
-            Change::Delete(key, span) if span.last.is_none() => {
-                if open.get(key).is_some_and(|stored| stored.first == span.first) {
-                    open.remove(key);
-                }
-            }
-            Change::Insert(key, span) if span.last.is_none() => {
-                open.insert(*key, span.clone());
-            }
-            _ => {}
-        }
     }
 }
 

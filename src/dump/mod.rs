@@ -7,8 +7,6 @@ pub mod model;
 pub mod parse;
 pub mod read;
 
-use std::hash::Hash;
-
 use xxhash_rust::xxh3::Xxh3;
 
 pub use figures::MemoryFigures;
@@ -23,6 +21,9 @@ pub struct Prepared {
     pub holes: Vec<Vec<Range>>,
     /// Per memory: its derived figures.
     pub figures: Vec<MemoryFigures>,
+    /// Per memory: the positions of its allocations in the order of their uids' 64-bit patterns
+    /// as signed integers (the order the database keys them in).
+    pub by_uid: Vec<Vec<u32>>,
     /// A digest of the dump's content (not its bytes): the same dump written with or without
     /// interned strings, compressed or not, with its memories, allocations, holes or objects in
     /// another order, gets the same digest.
@@ -38,49 +39,137 @@ pub fn prepare(dump: Dump) -> Prepared {
         memory_figures.push(figures::figures(memory, &holes));
         all_holes.push(holes);
     }
+    let by_uid = dump
+        .memories
+        .iter()
+        .map(|memory| {
+            let mut order: Vec<u32> = (0..memory.allocations.len() as u32).collect();
+            order.sort_unstable_by_key(|&index| memory.allocations[index as usize].uid as i64);
+            order
+        })
+        .collect();
     let digest = content_digest(&dump);
-    Prepared { dump, holes: all_holes, figures: memory_figures, digest }
+    Prepared { dump, holes: all_holes, figures: memory_figures, by_uid, digest }
 }
 
 /// The content digest of a dump: XXH3-128 over its content in a canonical order, every string by
 /// its text (so interning does not matter). Memories are taken by id, objects by id, allocations by
 /// (offset, size, uid) as the parser sorts them, fields by (id, object, size); failed requests keep
-/// their order, which the database stores.
+/// their order, which the database stores. Each item is packed into a buffer and hashed at once.
 pub fn content_digest(dump: &Dump) -> [u8; 16] {
     let mut hasher = Xxh3::new();
+    let mut packed = Packed(Vec::with_capacity(256));
     let text = |sym: Sym| dump.text(sym);
     let optional = |sym: Option<Sym>| sym.map(text);
-    (dump.version, optional(dump.producer)).hash(&mut hasher);
     let run = &dump.run;
-    (&run.id, run.node, run.node_count, &run.host, run.pid).hash(&mut hasher);
     let snapshot = &dump.snapshot;
-    (snapshot.seq, snapshot.time_ns, &snapshot.wall_time, snapshot.reason.as_str(), optional(snapshot.note)).hash(&mut hasher);
+    packed.number(dump.version).text(optional(dump.producer)).text(Some(&run.id)).number(run.node);
+    packed.number(run.node_count).text(run.host.as_deref()).number(run.pid);
+    packed.number(snapshot.seq).number(snapshot.time_ns).text(snapshot.wall_time.as_deref());
+    packed.text(Some(snapshot.reason.as_str())).text(optional(snapshot.note));
+    packed.flush(&mut hasher);
     let mut objects: Vec<&Object> = dump.objects.iter().collect();
     objects.sort_by_key(|object| text(object.id));
-    objects.len().hash(&mut hasher);
+    packed.number(objects.len() as u64).flush(&mut hasher);
     for object in objects {
-        (text(object.id), optional(object.kind), optional(object.name), &object.shape, optional(object.dtype)).hash(&mut hasher);
-        (optional(object.transform), optional(object.partition), optional(object.provenance), &object.attrs).hash(&mut hasher);
+        packed.text(Some(text(object.id))).text(optional(object.kind)).text(optional(object.name)).text(object.shape.as_deref());
+        packed.text(optional(object.dtype)).text(optional(object.transform)).text(optional(object.partition));
+        packed.text(optional(object.provenance)).text(object.attrs.as_deref()).flush(&mut hasher);
     }
     let mut memories: Vec<&Memory> = dump.memories.iter().collect();
     memories.sort_by_key(|memory| memory.id);
-    memories.len().hash(&mut hasher);
+    packed.number(memories.len() as u64).flush(&mut hasher);
     for memory in memories {
-        (memory.id, text(memory.kind), optional(memory.name), memory.capacity, memory.alignment).hash(&mut hasher);
-        memory.allocations.len().hash(&mut hasher);
-        for allocation in &memory.allocations {
-            let a = allocation;
-            (a.uid, a.handle, text(a.kind), a.state, a.offset, a.size, a.alignment, a.created_ns).hash(&mut hasher);
-            (optional(a.provenance), optional(a.label), a.gc_priority, &a.attrs).hash(&mut hasher);
+        packed.number(memory.id).text(Some(text(memory.kind))).text(optional(memory.name)).number(memory.capacity);
+        packed.number(memory.alignment).number(memory.allocations.len() as u64).flush(&mut hasher);
+        for a in &memory.allocations {
+            packed.number(a.uid).number(a.handle).text(Some(text(a.kind))).text(Some(a.state.as_str())).number(a.offset);
+            packed.number(a.size).number(a.alignment).number(a.created_ns).text(optional(a.provenance)).text(optional(a.label));
+            packed.number(a.gc_priority).text(a.attrs.as_deref());
             let mut fields: Vec<(i64, &str, Option<u64>)> = a.fields.iter().map(|field| (field.id, text(field.object), field.size)).collect();
             fields.sort_unstable();
-            fields.hash(&mut hasher);
+            packed.number(fields.len() as u64);
+            for (id, object, size) in fields {
+                packed.number(id).text(Some(object)).number(size);
+            }
+            packed.flush(&mut hasher);
         }
-        memory.listed_holes.hash(&mut hasher);
-        memory.failed_requests.len().hash(&mut hasher);
+        match &memory.listed_holes {
+            Some(holes) => {
+                packed.number(holes.len() as u64);
+                for hole in holes {
+                    packed.number(hole.offset).number(hole.size);
+                }
+            }
+            None => {
+                packed.text(None);
+            }
+        }
+        packed.number(memory.failed_requests.len() as u64);
         for request in &memory.failed_requests {
-            (request.size, request.alignment, optional(request.kind), optional(request.provenance), request.time_ns, optional(request.note)).hash(&mut hasher);
+            packed.number(request.size).number(request.alignment).text(optional(request.kind));
+            packed.text(optional(request.provenance)).number(request.time_ns).text(optional(request.note));
         }
+        packed.flush(&mut hasher);
     }
     hasher.digest128().to_le_bytes()
+}
+
+/// An unambiguous byte encoding of values, hashed in one call: each value is tagged (absent or
+/// present) and texts carry their length.
+struct Packed(Vec<u8>);
+
+/// A value [`Packed`] can encode.
+trait PackedNumber {
+    fn bits(self) -> Option<u64>;
+}
+impl PackedNumber for u64 {
+    fn bits(self) -> Option<u64> {
+        Some(self)
+    }
+}
+impl PackedNumber for i64 {
+    fn bits(self) -> Option<u64> {
+        Some(self as u64)
+    }
+}
+impl PackedNumber for u32 {
+    fn bits(self) -> Option<u64> {
+        Some(u64::from(self))
+    }
+}
+impl<T: PackedNumber> PackedNumber for Option<T> {
+    fn bits(self) -> Option<u64> {
+        self.and_then(PackedNumber::bits)
+    }
+}
+
+impl Packed {
+    fn number(&mut self, value: impl PackedNumber) -> &mut Self {
+        match value.bits() {
+            Some(bits) => {
+                self.0.push(1);
+                self.0.extend_from_slice(&bits.to_le_bytes());
+            }
+            None => self.0.push(0),
+        }
+        self
+    }
+
+    fn text(&mut self, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(text) => {
+                self.0.push(2);
+                self.0.extend_from_slice(&(text.len() as u64).to_le_bytes());
+                self.0.extend_from_slice(text.as_bytes());
+            }
+            None => self.0.push(0),
+        }
+        self
+    }
+
+    fn flush(&mut self, hasher: &mut Xxh3) {
+        hasher.update(&self.0);
+        self.0.clear();
+    }
 }
