@@ -9,4 +9,5 @@ mod queries;
 mod reader;
 mod schema;
 mod sim;
+mod storage;
 mod viz;
