@@ -44,6 +44,11 @@ INSERT INTO span_level (level, reach) VALUES (32, 9223372036854775807), (64, 922
 
 ALTER TABLE snapshot ADD COLUMN ordinal INTEGER NOT NULL DEFAULT 0;
 
+-- Version 1 hashed a dump's content in its written order; version 2 hashes it in a canonical order.
+-- A snapshot imported before keeps its old digest: the importer compares such a snapshot with a dump
+-- of the same identity through its stored rows, and then records the new digest.
+ALTER TABLE snapshot ADD COLUMN digest_version INTEGER NOT NULL DEFAULT 1;
+
 -- The seq of the dump that gave a memory's kind and name: the newest description wins, whatever
 -- the order of imports (-1: from before this version, or never named).
 ALTER TABLE memory ADD COLUMN kind_seq INTEGER NOT NULL DEFAULT -1;
@@ -248,26 +253,26 @@ LEFT JOIN string n ON n.id = m.name;
 -- contain it, one arm per span level (a constant level and reach make each arm one index range,
 -- whatever the query planner knows about the data).
 CREATE VIEW allocations AS
-SELECT a.snapshot_id,
-       a.memory_id,
-       printf('0x%016x', a.uid) AS uid,
-       CASE WHEN a.handle IS NULL THEN NULL ELSE printf('0x%016x', a.handle) END AS handle,
+SELECT at_snapshot.snapshot_id,
+       at_snapshot.memory_id,
+       printf('0x%016x', at_snapshot.uid) AS uid,
+       CASE WHEN at_snapshot.handle IS NULL THEN NULL ELSE printf('0x%016x', at_snapshot.handle) END AS handle,
        k.value AS kind,
-       CASE a.state
+       CASE at_snapshot.state
            WHEN 0 THEN 'valid'
            WHEN 1 THEN 'collectable'
            WHEN 2 THEN 'pending_free'
            ELSE 'pending_alloc'
        END AS state,
-       a.offset,
-       a.size,
-       a.alignment,
-       a.created_ns,
+       at_snapshot.offset,
+       at_snapshot.size,
+       at_snapshot.alignment,
+       at_snapshot.created_ns,
        p.value AS provenance,
        l.value AS label,
-       a.gc_priority,
-       a.attrs,
-       a.offset + a.size AS end_offset
+       at_snapshot.gc_priority,
+       at_snapshot.attrs,
+       at_snapshot.offset + at_snapshot.size AS end_offset
 FROM (
     SELECT s.id AS snapshot_id, a.*
     FROM snapshot s JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
@@ -438,17 +443,17 @@ FROM (
     FROM snapshot s JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
     JOIN allocation_span a ON a.memory_id = m.id AND a.level = 64 AND a.first_seq BETWEEN s.seq - 9223372036854775807 AND s.seq
                      AND s.seq <= coalesce(a.last_seq, 9223372036854775807)
-) a
-JOIN string k ON k.id = a.kind
-LEFT JOIN string p ON p.id = a.provenance
-LEFT JOIN string l ON l.id = a.label;
+) at_snapshot
+JOIN string k ON k.id = at_snapshot.kind
+LEFT JOIN string p ON p.id = at_snapshot.provenance
+LEFT JOIN string l ON l.id = at_snapshot.label;
 
 -- One row per hole per snapshot, found like the allocations above.
 CREATE VIEW holes AS
-SELECT h.snapshot_id,
-       h.memory_id,
-       h.offset,
-       h.size
+SELECT at_snapshot.snapshot_id,
+       at_snapshot.memory_id,
+       at_snapshot.offset,
+       at_snapshot.size
 FROM (
     SELECT s.id AS snapshot_id, h.memory_id, h.offset, h.size
     FROM snapshot s JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
@@ -619,7 +624,7 @@ FROM (
     FROM snapshot s JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
     JOIN hole_span h ON h.memory_id = m.id AND h.level = 64 AND h.first_seq BETWEEN s.seq - 9223372036854775807 AND s.seq
                      AND s.seq <= coalesce(h.last_seq, 9223372036854775807)
-) h;
+) at_snapshot;
 
 -- One row per span: an allocation over the consecutive snapshots of its node in which nothing
 -- about it changed.

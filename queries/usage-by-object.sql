@@ -8,14 +8,26 @@
 -- @column name              text   the object's name, if known
 -- @column allocation_count  count  allocations holding its fields
 -- @column bytes             bytes  their total size
-SELECT o.object_id,
-       ob.name,
+WITH this_snapshot AS (
+    SELECT run_id FROM snapshots WHERE snapshot_id = :snapshot_id
+),
+linked AS (
+    -- Each allocation once per object it holds fields of, or once with no object. (An inner join
+    -- and NOT EXISTS rather than a LEFT JOIN, so that SQLite searches the links by uid.)
+    SELECT DISTINCT a.uid, a.size, ao.object_id
+    FROM allocations a
+    JOIN allocation_objects ao ON ao.run_id = (SELECT run_id FROM this_snapshot) AND ao.uid = a.uid
+    WHERE a.snapshot_id = :snapshot_id
+    UNION ALL
+    SELECT a.uid, a.size, NULL
+    FROM allocations a
+    WHERE a.snapshot_id = :snapshot_id
+      AND NOT EXISTS (SELECT 1 FROM allocation_objects ao WHERE ao.run_id = (SELECT run_id FROM this_snapshot) AND ao.uid = a.uid)
+)
+SELECT l.object_id,
+       (SELECT ob.name FROM objects ob WHERE ob.run_id = (SELECT run_id FROM this_snapshot) AND ob.object_id = l.object_id) AS name,
        count(*) AS allocation_count,
-       sum(a.size) AS bytes
-FROM allocations a
-JOIN snapshots s ON s.snapshot_id = a.snapshot_id
-LEFT JOIN (SELECT DISTINCT run, uid, object_id FROM allocation_objects) o ON o.run = s.run AND o.uid = a.uid
-LEFT JOIN objects ob ON ob.run = s.run AND ob.object_id = o.object_id
-WHERE a.snapshot_id = :snapshot_id
-GROUP BY o.object_id, ob.name
-ORDER BY bytes DESC, o.object_id;
+       sum(l.size) AS bytes
+FROM linked l
+GROUP BY l.object_id
+ORDER BY bytes DESC, l.object_id;

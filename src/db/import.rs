@@ -58,6 +58,9 @@ pub fn state_code(state: State) -> i64 {
     }
 }
 
+/// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
+const DIGEST_VERSION: i64 = 2;
+
 /// The 64-bit pattern of an id, as SQLite stores it.
 fn id_bits(id: u64) -> i64 {
     id as i64
@@ -164,19 +167,31 @@ impl Writer<'_, '_> {
         let dump = &prepared.dump;
         let (node, seq) = (dump.run.node, dump.snapshot.seq);
         let run_id = upsert_run(self.tx, &dump.run.id).map_err(self.db_error())?;
-        let existing: Option<(i64, Vec<u8>, String)> = self
+        let existing: Option<(i64, Vec<u8>, i64, String)> = self
             .tx
             .query_row(
-                "SELECT id, digest, source FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq = ?3",
+                "SELECT id, digest, digest_version, source FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq = ?3",
                 params![run_id, node, seq],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
             )
             .optional()
             .map_err(self.db_error())?;
         let mut replaced = false;
         let mut cache = cached;
-        if let Some((snapshot_id, digest, earlier_source)) = existing {
-            if digest == prepared.digest {
+        if let Some((snapshot_id, digest, digest_version, earlier_source)) = existing {
+            let same = if digest_version >= DIGEST_VERSION {
+                digest == prepared.digest
+            } else {
+                // Imported by memstate 1, whose digest cannot be recomputed: compare what is stored.
+                let same = stored_matches(self.tx, snapshot_id, run_id, node, prepared).map_err(self.db_error())?;
+                if same {
+                    self.tx
+                        .execute("UPDATE snapshot SET digest = ?1, digest_version = ?2 WHERE id = ?3", params![&prepared.digest[..], DIGEST_VERSION, snapshot_id])
+                        .map_err(self.db_error())?;
+                }
+                same
+            };
+            if same {
                 return Ok(Landed { outcome: Outcome::Unchanged { snapshot_id }, open: cache });
             }
             if !replace {
@@ -214,9 +229,9 @@ impl Writer<'_, '_> {
             .map_err(&db_error)?;
         tx.execute(
             "INSERT INTO snapshot (run_id, node, seq, time_ns, wall_time, reason, note, producer, host, pid,
-                                   source, format_version, digest, imported_at, ordinal)
+                                   source, format_version, digest, imported_at, ordinal, digest_version)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-                     1 + (SELECT count(*) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3))",
+                     1 + (SELECT count(*) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3), ?14)",
             params![
                 run_id,
                 node,
@@ -231,6 +246,7 @@ impl Writer<'_, '_> {
                 source,
                 dump.version,
                 &prepared.digest[..],
+                DIGEST_VERSION,
             ],
         )
         .map_err(&db_error)?;
@@ -467,6 +483,143 @@ fn remove_snapshot(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, 
     conn.execute("DELETE FROM snapshot WHERE id = ?1", [snapshot_id])?;
     conn.execute("UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])?;
     Ok(())
+}
+
+/// Whether a stored snapshot holds what `prepared` would store: the snapshot's own fields, each
+/// memory's figures, allocations, holes and failed requests. (Descriptions of memories and objects
+/// are kept per run, not per snapshot, so they are not compared.) Nothing is written.
+fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, prepared: &Prepared) -> rusqlite::Result<bool> {
+    let dump = &prepared.dump;
+    // Texts to their ids, without interning: a text the database lacks cannot be stored.
+    let mut ids: Vec<Option<i64>> = Vec::with_capacity(dump.strings.len());
+    let mut find = conn.prepare_cached("SELECT id FROM string WHERE value = ?1")?;
+    for text in &dump.strings {
+        ids.push(find.query_row([text], |row| row.get(0)).optional()?);
+    }
+    let sym = |sym: Sym| ids[sym.0 as usize];
+    let opt = |value: Option<Sym>| value.map(|value| ids[value.0 as usize]);
+    let text_id = |value: Option<Sym>| -> Option<Option<i64>> {
+        match value {
+            None => Some(None),
+            Some(value) => ids[value.0 as usize].map(Some),
+        }
+    };
+    type SnapshotRow = (i64, Option<String>, String, Option<i64>, Option<i64>, Option<String>, Option<i64>, i64);
+    let stored: SnapshotRow = conn.query_row(
+        "SELECT time_ns, wall_time, reason, note, producer, host, pid, format_version FROM snapshot WHERE id = ?1",
+        [snapshot_id],
+        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?)),
+    )?;
+    let (Some(note), Some(producer)) = (text_id(dump.snapshot.note), text_id(dump.producer)) else { return Ok(false) };
+    let wanted: SnapshotRow = (
+        dump.snapshot.time_ns,
+        dump.snapshot.wall_time.clone(),
+        dump.snapshot.reason.as_str().to_string(),
+        note,
+        producer,
+        dump.run.host.clone(),
+        dump.run.pid,
+        i64::from(dump.version),
+    );
+    if stored != wanted {
+        return Ok(false);
+    }
+    // Memories and their figures.
+    let mut memories: HashMap<i64, (i64, Vec<rusqlite::types::Value>)> = HashMap::new();
+    let mut statement = conn.prepare(
+        "SELECT m.handle, m.id, ms.capacity, ms.alignment, ms.allocation_count, ms.used_bytes, ms.free_bytes, ms.hole_count,
+                ms.largest_hole, ms.fragmentation, ms.reclaimable_bytes, ms.largest_reclaimable, ms.unaccounted_bytes, ms.holes_listed
+         FROM memory_state ms JOIN memory m ON m.id = ms.memory_id WHERE ms.snapshot_id = ?1",
+    )?;
+    let mut rows = statement.query([snapshot_id])?;
+    while let Some(row) = rows.next()? {
+        let figures = (2..14).map(|index| row.get::<_, rusqlite::types::Value>(index)).collect::<rusqlite::Result<Vec<_>>>()?;
+        memories.insert(row.get(0)?, (row.get(1)?, figures));
+    }
+    if memories.len() != dump.memories.len() {
+        return Ok(false);
+    }
+    let mut wanted_allocations = Vec::new();
+    let mut wanted_holes = Vec::new();
+    for ((memory, figures), holes) in dump.memories.iter().zip(&prepared.figures).zip(&prepared.holes) {
+        use rusqlite::types::Value;
+        let Some((memory_id, stored)) = memories.get(&id_bits(memory.id)) else { return Ok(false) };
+        let wanted = vec![
+            Value::Integer(size_bits(figures.capacity)),
+            memory.alignment.map_or(Value::Null, |alignment| Value::Integer(size_bits(alignment))),
+            Value::Integer(size_bits(figures.allocation_count)),
+            Value::Integer(size_bits(figures.used_bytes)),
+            Value::Integer(size_bits(figures.free_bytes)),
+            Value::Integer(size_bits(figures.hole_count)),
+            Value::Integer(size_bits(figures.largest_hole)),
+            Value::Real(figures.fragmentation),
+            Value::Integer(size_bits(figures.reclaimable_bytes)),
+            Value::Integer(size_bits(figures.largest_reclaimable)),
+            Value::Integer(size_bits(figures.unaccounted_bytes)),
+            Value::Integer(i64::from(memory.listed_holes.is_some())),
+        ];
+        if *stored != wanted {
+            return Ok(false);
+        }
+        for allocation in &memory.allocations {
+            let (Some(kind), Some(provenance), Some(label)) = (sym(allocation.kind), text_id(allocation.provenance), text_id(allocation.label)) else {
+                return Ok(false);
+            };
+            let attrs = AllocationAttrs {
+                offset: size_bits(allocation.offset),
+                size: size_bits(allocation.size),
+                state: state_code(allocation.state),
+                kind,
+                handle: allocation.handle.map(id_bits),
+                alignment: allocation.alignment.map(size_bits),
+                created_ns: allocation.created_ns,
+                provenance,
+                label,
+                gc_priority: allocation.gc_priority,
+                attrs: allocation.attrs.clone(),
+            };
+            wanted_allocations.push(((*memory_id, id_bits(allocation.uid)), attrs));
+        }
+        wanted_holes.extend(holes.iter().map(|hole| ((*memory_id, size_bits(hole.offset)), size_bits(hole.size))));
+    }
+    let seq = dump.snapshot.seq;
+    let memory_ids = node_memories(conn, run_id, node)?;
+    let stored_allocations: Vec<((i64, i64), AllocationAttrs)> =
+        AllocationSpans::containing(conn, &memory_ids, seq)?.into_iter().map(|(key, span)| (key, span.attrs)).collect();
+    let stored_holes: Vec<((i64, i64), i64)> = HoleSpans::containing(conn, &memory_ids, seq)?.into_iter().map(|(key, span)| (key, span.attrs)).collect();
+    wanted_allocations.sort_by_key(|(key, _)| *key);
+    wanted_holes.sort_by_key(|(key, _)| *key);
+    if stored_allocations != wanted_allocations || stored_holes != wanted_holes {
+        return Ok(false);
+    }
+    // Failed requests, in order.
+    let mut statement = conn.prepare(
+        "SELECT memory_id, size, alignment, kind, provenance, time_ns, note FROM failed_request WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
+    )?;
+    type RequestRow = (i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    let stored: Vec<RequestRow> = statement
+        .query_map([snapshot_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut wanted: Vec<RequestRow> = Vec::new();
+    for memory in &dump.memories {
+        let memory_id = memories[&id_bits(memory.id)].0;
+        for request in &memory.failed_requests {
+            if [request.kind, request.provenance, request.note].iter().any(|value| text_id(*value).is_none()) {
+                return Ok(false);
+            }
+            wanted.push((
+                memory_id,
+                size_bits(request.size),
+                request.alignment.map(size_bits),
+                opt(request.kind).flatten(),
+                opt(request.provenance).flatten(),
+                request.time_ns,
+                opt(request.note).flatten(),
+            ));
+        }
+    }
+    wanted.sort_by_key(|row| row.0);
+    Ok(stored == wanted)
 }
 
 /// Objects are described again by every dump. A later description fills in what earlier ones left
