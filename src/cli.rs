@@ -107,6 +107,12 @@ pub struct ReadArgs {
     #[arg(long)]
     pub strict: bool,
 
+    /// The largest one dump (a .json file, or a line of a stream) may be once decompressed; a
+    /// larger one is refused and skipped. Bounds memory on any input: about 2-3 dumps of this size
+    /// are in memory at once at most.
+    #[arg(long, default_value = "1GiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    pub max_dump_size: u64,
+
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,

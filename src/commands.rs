@@ -91,6 +91,9 @@ fn print_summary(summary: &Summary, verb: &str, format: Format, db_path: Option<
             if summary.ignored_files > 0 {
                 line.push_str(&format!(", {} non-dump files ignored", summary.ignored_files));
             }
+            if summary.skipped > 0 {
+                line.push_str(&format!(", {} entries skipped (not regular files, or links to folders)", summary.skipped));
+            }
             line.push_str(&format!(" from {} inputs in {:.2} s", summary.inputs, summary.seconds));
             if let Some(path) = db_path {
                 line.push_str(&format!(" into {}", path.display()));
@@ -117,7 +120,7 @@ fn print_summary(summary: &Summary, verb: &str, format: Format, db_path: Option<
 fn import(db_path: &Path, args: &ReadArgs, replace: bool) -> Result<u8> {
     let mut database = db::open(db_path)?;
     let bar = progress_bar(args.quiet);
-    let options = IngestOptions { strict: args.strict, replace };
+    let options = IngestOptions { strict: args.strict, replace, limits: memstate::dump::read::Limits { max_dump_size: args.max_dump_size } };
     let summary = ingest::import(&mut database, &args.paths, options, &mut show_events(&bar));
     bar.finish_and_clear();
     let summary = summary?;
@@ -128,7 +131,7 @@ fn import(db_path: &Path, args: &ReadArgs, replace: bool) -> Result<u8> {
 
 fn validate(args: &ReadArgs) -> Result<u8> {
     let bar = progress_bar(args.quiet);
-    let options = IngestOptions { strict: args.strict, replace: false };
+    let options = IngestOptions { strict: args.strict, replace: false, limits: memstate::dump::read::Limits { max_dump_size: args.max_dump_size } };
     let summary = ingest::validate(&args.paths, options, &mut show_events(&bar));
     bar.finish_and_clear();
     let summary = summary?;

@@ -25,6 +25,8 @@ pub struct IngestOptions {
     pub strict: bool,
     /// Replace a different dump already imported under the same (run, node, seq).
     pub replace: bool,
+    /// Bounds on one record (a dump may not decompress to more than its `max_dump_size`).
+    pub limits: read::Limits,
 }
 
 /// Counts of one import or validate run.
@@ -46,6 +48,8 @@ pub struct Summary {
     pub allocations: u64,
     /// Files in folders skipped because their names are not those of dumps.
     pub ignored_files: u64,
+    /// Entries in folders that are not regular files (FIFOs, sockets, devices, links to folders).
+    pub skipped: u64,
     pub seconds: f64,
 }
 
@@ -91,8 +95,10 @@ fn crashed(file: &str, message: String) -> Item {
     Item::Crashed(Error::Internal { file: file.to_string(), message: format!("memstate failed while reading it (a bug; please report it): {message}") })
 }
 
-fn parse(source: String, text: Vec<u8>, options: Options) -> Item {
+fn parse(source: String, text: Vec<u8>, options: Options, panic_on: Option<&str>) -> Item {
     let outcome = catch_unwind(AssertUnwindSafe(|| match parse_document(&text, &source, options) {
+        // A hook for the tests of this very path: no real input can reach it.
+        _ if panic_on.is_some_and(|name| source.ends_with(name)) => panic!("injected failure (MEMSTATE_INJECT_PANIC)"),
         Err(error) => Item::Refused(error),
         Ok(Document::Dump(parsed)) => {
             drop(text);
@@ -152,6 +158,7 @@ struct Pipeline {
     threads: Vec<JoinHandle<()>>,
     inputs: u64,
     ignored_files: u64,
+    skipped: u64,
     path_errors: Vec<Error>,
 }
 
@@ -164,6 +171,8 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     let (job_sender, job_receiver) = sync_channel::<(u64, Job)>(1);
     let (result_sender, results) = sync_channel::<(u64, Item)>(workers + 1);
     let parse_options = Options { strict: options.strict };
+    let limits = options.limits;
+    let panic_on: Option<Arc<str>> = std::env::var("MEMSTATE_INJECT_PANIC").ok().filter(|name| !name.is_empty()).map(Arc::from);
     let inputs = expanded.inputs.len() as u64;
     let mut threads = Vec::new();
     let reading = Arc::clone(&window);
@@ -179,7 +188,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         };
         for input in &expanded.inputs {
             let outcome = catch_unwind(AssertUnwindSafe(|| -> bool {
-                match read::open(input) {
+                match read::open(input, limits) {
                     Err(error) => send(Job::Ready(Item::Refused(error))),
                     Ok(records) => {
                         for record in records {
@@ -211,6 +220,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     for _ in 0..workers {
         let jobs = Arc::clone(&jobs);
         let results = result_sender.clone();
+        let panic_on = panic_on.clone();
         threads.push(thread::spawn(move || loop {
             let next = match jobs.lock() {
                 Ok(receiver) => receiver.recv(),
@@ -219,7 +229,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
             let Ok((index, job)) = next else { return };
             let item = match job {
                 Job::Ready(item) => item,
-                Job::Parse { source, text } => parse(source, text, parse_options),
+                Job::Parse { source, text } => parse(source, text, parse_options, panic_on.as_deref()),
             };
             if results.send((index, item)).is_err() {
                 return;
@@ -227,7 +237,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         }));
     }
     drop(result_sender);
-    Pipeline { results, window, threads, inputs, ignored_files: expanded.ignored_files, path_errors: expanded.errors }
+    Pipeline { results, window, threads, inputs, ignored_files: expanded.ignored_files, skipped: expanded.skipped, path_errors: expanded.errors }
 }
 
 impl Pipeline {
@@ -279,6 +289,7 @@ fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)
     let mut summary = Summary::default();
     let pipeline = start(paths, options);
     summary.ignored_files = pipeline.ignored_files;
+    summary.skipped = pipeline.skipped;
     report(Event::Inputs { count: pipeline.inputs });
     for error in &pipeline.path_errors {
         refused(&mut summary, error, report);

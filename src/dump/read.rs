@@ -5,9 +5,16 @@
 //! misnamed file still reads. The form comes from the name: `*.json[.gz|.zst]` is one document,
 //! `*.ndjson`/`*.jsonl[.gz|.zst]` is a stream with one dump per line; standard input and files with
 //! another name are sniffed (a first line that is a whole JSON value means a stream).
+//!
+//! Whatever the input, memory stays bounded: one record may not decompress to more than
+//! [`Limits::max_dump_size`] bytes (a longer one is refused and skipped unread), folders are walked
+//! without following links to folders (a loop of links cannot make the walk endless), and what is
+//! not a regular file inside a folder (a FIFO, a socket, a device) is skipped, not read.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -41,6 +48,25 @@ pub struct Expanded {
     pub errors: Vec<Error>,
     /// Files inside folders whose names are not those of dumps, skipped.
     pub ignored_files: u64,
+    /// Entries inside folders that are not regular files or folders (FIFOs, sockets, devices,
+    /// links to folders, broken links), skipped.
+    pub skipped: u64,
+}
+
+/// The default for the largest record read: one dump, decompressed.
+pub const DEFAULT_MAX_DUMP_SIZE: u64 = 1 << 30;
+
+/// Bounds on what one input may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The most bytes one record (a document, or a line of a stream) may have once decompressed.
+    pub max_dump_size: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_dump_size: DEFAULT_MAX_DUMP_SIZE }
+    }
 }
 
 /// The form a file name announces, or `None` when the name is not that of a dump.
@@ -56,9 +82,12 @@ pub fn form_from_name(name: &str) -> Option<Form> {
     }
 }
 
-/// Expand files, folders and `-` into the inputs to read, in a stable order.
+/// Expand files, folders and `-` into the inputs to read, in a stable order. A path the user
+/// names is read whatever it is (a named pipe from `<(zstdcat ...)` is a fine input); inside
+/// folders only regular files are.
 pub fn expand(paths: &[String]) -> Expanded {
     let mut expanded = Expanded::default();
+    let mut visited = HashSet::new();
     for given in paths {
         if given == "-" {
             expanded.inputs.push(Input { path: None, display: "-".to_string(), form: Form::Sniff });
@@ -66,7 +95,7 @@ pub fn expand(paths: &[String]) -> Expanded {
         }
         let path = PathBuf::from(given);
         match std::fs::metadata(&path) {
-            Ok(metadata) if metadata.is_dir() => walk(&path, &mut expanded),
+            Ok(metadata) if metadata.is_dir() => walk(&path, &mut expanded, &mut visited),
             Ok(_) => {
                 let form = form_from_name(given).unwrap_or(Form::Sniff);
                 expanded.inputs.push(Input { path: Some(path), display: given.clone(), form });
@@ -77,7 +106,14 @@ pub fn expand(paths: &[String]) -> Expanded {
     expanded
 }
 
-fn walk(folder: &Path, expanded: &mut Expanded) {
+/// Walk a folder: real subfolders (each once, by device and inode), regular files and links to
+/// regular files; links to folders, and anything else, are counted as skipped.
+fn walk(folder: &Path, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)>) {
+    if let Ok(metadata) = std::fs::metadata(folder) {
+        if !visited.insert((metadata.dev(), metadata.ino())) {
+            return;
+        }
+    }
     let entries = match std::fs::read_dir(folder) {
         Ok(entries) => entries,
         Err(error) => {
@@ -88,14 +124,32 @@ fn walk(folder: &Path, expanded: &mut Expanded) {
     let mut paths: Vec<PathBuf> = entries.filter_map(|entry| entry.ok().map(|entry| entry.path())).collect();
     paths.sort();
     for path in paths {
-        if path.is_dir() {
-            walk(&path, expanded);
+        let Ok(own) = std::fs::symlink_metadata(&path) else {
+            expanded.skipped += 1;
             continue;
-        }
-        let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-        match form_from_name(&name) {
-            Some(form) => expanded.inputs.push(Input { display: path.display().to_string(), path: Some(path), form }),
-            None => expanded.ignored_files += 1,
+        };
+        let kind = if own.file_type().is_symlink() {
+            match std::fs::metadata(&path) {
+                Ok(target) if target.is_file() => Some(false),
+                _ => None,
+            }
+        } else if own.is_dir() {
+            Some(true)
+        } else if own.is_file() {
+            Some(false)
+        } else {
+            None
+        };
+        match kind {
+            Some(true) => walk(&path, expanded, visited),
+            Some(false) => {
+                let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+                match form_from_name(&name) {
+                    Some(form) => expanded.inputs.push(Input { display: path.display().to_string(), path: Some(path), form }),
+                    None => expanded.ignored_files += 1,
+                }
+            }
+            None => expanded.skipped += 1,
         }
     }
 }
@@ -139,10 +193,14 @@ pub struct Records {
     pending: Option<Vec<u8>>,
     /// The size of an uncompressed file: a whole document is read into a buffer of that size.
     size: Option<usize>,
+    compressed: bool,
+    limits: Limits,
+    /// Whether any record was handed out (a stream without one is refused).
+    any: bool,
 }
 
 /// Open an input for reading its records.
-pub fn open(input: &Input) -> Result<Records> {
+pub fn open(input: &Input, limits: Limits) -> Result<Records> {
     let mut size = None;
     let raw: Box<dyn Read + Send> = match &input.path {
         Some(path) => {
@@ -154,8 +212,8 @@ pub fn open(input: &Input) -> Result<Records> {
     };
     let (reader, compressed) = decompress(BufReader::with_capacity(1 << 16, raw))
         .map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?;
-    let size = if compressed { None } else { size };
-    Ok(Records { reader, display: input.display.clone(), form: input.form, line: 0, done: false, pending: None, size })
+    let size = if compressed { None } else { size.filter(|&size| (size as u64) <= limits.max_dump_size) };
+    Ok(Records { reader, display: input.display.clone(), form: input.form, line: 0, done: false, pending: None, size, compressed, limits, any: false })
 }
 
 impl Records {
@@ -165,21 +223,65 @@ impl Records {
             io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof => {
                 format!("corrupt or truncated compressed data: {error}")
             }
+            // zstd names its failures in its own words ("Dictionary mismatch"...).
+            _ if self.compressed => format!("corrupt or truncated compressed data (the decompressor says: {error})"),
             _ => describe_io(&error),
         };
         Error::Read { file: format!("{}{place}", self.display), message }
+    }
+
+    fn too_large(&self, place: &str) -> Error {
+        Error::Read {
+            file: format!("{}{place}", self.display),
+            message: format!(
+                "larger than {} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)",
+                self.limits.max_dump_size
+            ),
+        }
+    }
+
+    /// Read up to and including the next newline into `line`, keeping at most the limit of bytes;
+    /// whether the line fit. A line over the limit is read to its end and dropped.
+    fn read_line_bounded(&mut self, line: &mut Vec<u8>) -> io::Result<(usize, bool)> {
+        let limit = self.limits.max_dump_size;
+        let (mut read, mut fits) = (0usize, true);
+        loop {
+            let buffer = self.reader.fill_buf()?;
+            if buffer.is_empty() {
+                return Ok((read, fits));
+            }
+            let (chunk, done) = match memchr::memchr(b'\n', buffer) {
+                Some(end) => (end + 1, true),
+                None => (buffer.len(), false),
+            };
+            if fits && (line.len() + chunk) as u64 <= limit.saturating_add(1) {
+                line.extend_from_slice(&buffer[..chunk]);
+            } else {
+                fits = false;
+                line.clear();
+            }
+            self.reader.consume(chunk);
+            read += chunk;
+            if done {
+                return Ok((read, fits));
+            }
+        }
     }
 
     /// The next non-blank line, with its line number.
     fn next_line(&mut self) -> Option<Result<(u64, Vec<u8>)>> {
         loop {
             let mut line = Vec::new();
-            match self.reader.read_until(b'\n', &mut line) {
-                Ok(0) => {
+            match self.read_line_bounded(&mut line) {
+                Ok((0, _)) => {
                     self.done = true;
                     return None;
                 }
-                Ok(_) => {
+                Ok((_, false)) => {
+                    self.line += 1;
+                    return Some(Err(self.too_large(&format!(":{}", self.line))));
+                }
+                Ok((_, true)) => {
                     self.line += 1;
                     if !line.iter().all(u8::is_ascii_whitespace) {
                         return Some(Ok((self.line, line)));
@@ -198,7 +300,9 @@ impl Records {
         if let Some(size) = self.size {
             text.reserve_exact(size.saturating_sub(text.len()) + 1);
         }
-        match self.reader.read_to_end(&mut text) {
+        let room = self.limits.max_dump_size.saturating_sub(text.len() as u64).saturating_add(1);
+        match (&mut self.reader).take(room).read_to_end(&mut text) {
+            Ok(_) if text.len() as u64 > self.limits.max_dump_size => Some(Err(self.too_large(""))),
             Ok(_) => Some(Ok(Record { source: self.display.clone(), text })),
             Err(error) => Some(Err(self.read_error("", error))),
         }
@@ -216,11 +320,23 @@ impl Iterator for Records {
             Form::Document => self.whole(Vec::new()),
             Form::Stream => {
                 if let Some(text) = self.pending.take() {
+                    self.any = true;
                     return Some(Ok(Record { source: format!("{}:{}", self.display, self.line), text }));
                 }
-                match self.next_line()? {
-                    Ok((line, text)) => Some(Ok(Record { source: format!("{}:{line}", self.display), text })),
-                    Err(error) => Some(Err(error)),
+                match self.next_line() {
+                    Some(Ok((line, text))) => {
+                        self.any = true;
+                        Some(Ok(Record { source: format!("{}:{line}", self.display), text }))
+                    }
+                    Some(Err(error)) => {
+                        self.any = true;
+                        Some(Err(error))
+                    }
+                    None if !self.any => {
+                        self.any = true;
+                        Some(Err(Error::Read { file: self.display.clone(), message: "no dump in this stream (it is empty or blank)".to_string() }))
+                    }
+                    None => None,
                 }
             }
             Form::Sniff => {
