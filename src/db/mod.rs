@@ -63,6 +63,16 @@ fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(failure, _) if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
 }
 
+/// SQLITE_READONLY_ROLLBACK: a read-only connection met a hot journal (a writer died mid-transaction)
+/// that only a writer can roll back.
+const READONLY_ROLLBACK: i32 = 776;
+
+/// Whether classifying failed only because a hot journal needs a writer to roll it back.
+fn needs_rollback(conn: &Connection) -> bool {
+    matches!(conn.query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get::<_, i64>(0)),
+        Err(rusqlite::Error::SqliteFailure(failure, _)) if failure.extended_code == READONLY_ROLLBACK)
+}
+
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 
 /// Refuse a non-empty file that is not SQLite, without opening it through SQLite at all.
@@ -120,9 +130,13 @@ pub fn open(path: &Path) -> Result<Database> {
     {
         // Classify through a read-only connection first when the file exists: it cannot write,
         // not even a checkpoint of someone else's write-ahead log when it closes.
+        // (A hot journal left by a killed writer cannot be read read-only: the writer below rolls
+        // it back, restoring the file's last committed state, and classifies then.)
         if path.exists() {
             let probe = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-            schema::classify(&probe, &display)?;
+            if !needs_rollback(&probe) {
+                schema::classify(&probe, &display)?;
+            }
         }
     }
     let mut conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
@@ -170,6 +184,14 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
     }
     check_header(path)?;
     let mut conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    if needs_rollback(&conn) && folder_writable(path) {
+        // A writer died mid-transaction: a short writer connection rolls its journal back.
+        drop(conn);
+        let writer = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        schema::classify(&writer, &display)?;
+        drop(writer);
+        conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    }
     let found = match schema::classify(&conn, &display) {
         Ok(found) => found,
         Err(error) if !folder_writable(path) => {

@@ -22,6 +22,17 @@ pub enum Number {
     Float(f64),
 }
 
+impl Number {
+    /// A number serde_json read as a float. `-0` is one (no integer type holds it): it is zero.
+    pub fn from_f64(value: f64) -> Number {
+        if value == 0.0 && value.is_sign_negative() {
+            Number::Unsigned(0)
+        } else {
+            Number::Float(value)
+        }
+    }
+}
+
 impl fmt::Display for Number {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -210,7 +221,7 @@ impl<'de> Deserialize<'de> for Json<'de> {
                 Ok(Json::Number(if value >= 0 { Number::Unsigned(value as u64) } else { Number::Signed(value) }))
             }
             fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-                Ok(Json::Number(Number::Float(value)))
+                Ok(Json::Number(Number::from_f64(value)))
             }
             fn visit_borrowed_str<E: de::Error>(self, value: &'de str) -> Result<Self::Value, E> {
                 Ok(Json::String(Cow::Borrowed(value)))

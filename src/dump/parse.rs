@@ -114,8 +114,10 @@ fn describe(value: &Json) -> String {
         Json::Null => "null".to_string(),
         Json::Bool(flag) => flag.to_string(),
         Json::Number(Number::Float(float)) => {
-            if float.fract() == 0.0 && float.abs() >= 9.2e18 {
+            if float.fract() == 0.0 && *float >= 9.2e18 {
                 format!("{float} (too large)")
+            } else if float.fract() == 0.0 && *float <= -9.2e18 {
+                format!("{float} (too small: below -2^63)")
             } else {
                 format!("{float} (not an integer)")
             }
@@ -887,6 +889,9 @@ impl<'f> Parser<'f> {
         let run = self.object(self.required(top, "run", &root)?, &run_path)?;
         self.check_known(run, &["id"], &run_path)?;
         let run_id = self.owned_text(self.required(run, "id", &run_path)?, &run_path.key("id"))?;
+        if run_id.is_empty() {
+            return Err(self.error(&run_path.key("id"), "expected a non-empty run id"));
+        }
         let objects = match self.optional(top, "objects") {
             Some(value) => self.objects(value, &root.key("objects"))?,
             None => Vec::new(),

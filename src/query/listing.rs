@@ -28,12 +28,6 @@ fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table>
     Ok(Table::new(columns, rows).with_sizes(&FIGURE_SIZES))
 }
 
-/// `?1, ?2, ...` for a list of ids, and the ids as parameters.
-fn id_list(ids: &[i64], first: usize) -> (String, Vec<SqlValue>) {
-    let marks: Vec<String> = (0..ids.len()).map(|index| format!("?{}", first + index)).collect();
-    (marks.join(", "), ids.iter().map(|&id| SqlValue::Integer(id)).collect())
-}
-
 /// Every snapshot (of one run, or of all), with how many memories and allocations it holds.
 pub fn snapshots(conn: &Connection, run: Option<&str>) -> Result<Table> {
     table(
@@ -113,14 +107,14 @@ pub fn allocations(
 ) -> Result<Table> {
     // Only the filters given become SQL, so that the one-snapshot search of the allocations view
     // stays a plain index search; memories are joined after the limit, objects only where shown.
-    let (marks, ids) = id_list(memory_ids, 4);
-    let mut parameters = vec![SqlValue::Integer(snapshot_id), SqlValue::Integer(top), SqlValue::Null];
-    parameters.extend(ids);
+    // The memories as one JSON array parameter: a list of bound variables stops at 32,766.
+    let ids = serde_json::to_string(memory_ids).unwrap_or_else(|_| "[]".to_string());
+    let mut parameters = vec![SqlValue::Integer(snapshot_id), SqlValue::Integer(top), SqlValue::Null, SqlValue::Text(ids)];
     let run_id: i64 = conn
         .query_row("SELECT run_id FROM snapshots WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0))
         .map_err(|error| Error::Query(error.to_string()))?;
     parameters[2] = SqlValue::Integer(run_id);
-    let mut conditions = format!("a.snapshot_id = ?1 AND a.memory_id IN ({marks})");
+    let mut conditions = "a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?4))".to_string();
     for (column, operator, value) in [("kind", "=", &filter.kind), ("state", "=", &filter.state), ("provenance", "LIKE", &filter.provenance)] {
         if let Some(value) = value {
             parameters.push(SqlValue::Text(value.clone()));

@@ -99,8 +99,9 @@ pub fn render(title: &str, frames: &[Frame]) -> String {
         })
         .collect();
     let data = json!({"title": title, "strings": strings.table, "snapshots": snapshots});
-    // Inside a <script> element, "</" could close it early.
-    let embedded = data.to_string().replace("</", "<\\/");
+    // Inside a <script> element "</script" would close it and "<!--" would change how the rest is
+    // parsed: no "<" of the data reaches the page as such (JSON reads \u003c as the same "<").
+    let embedded = data.to_string().replace('<', "\\u003c");
     TEMPLATE.replacen("__MEMSTATE_DATA__", &embedded, 1).replacen("<title>memstate map</title>", &format!("<title>{}</title>", escape(title)), 1)
 }
 

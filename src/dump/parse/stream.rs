@@ -53,7 +53,7 @@ macro_rules! other_values {
             Ok(self.other(Json::Number(Number::Unsigned(value))))
         }
         fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
-            Ok(self.other(Json::Number(Number::Float(value))))
+            Ok(self.other(Json::Number(Number::from_f64(value))))
         }
         fn visit_str<E: de::Error>(self, value: &str) -> Result<Self::Value, E> {
             Ok(self.other(Json::String(Cow::Owned(value.to_string()))))
