@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod db;
 mod figures;
+mod hardening;
 mod queries;
 mod reader;
 mod schema;
