@@ -49,6 +49,15 @@ pub enum Error {
     #[error("query: {0}")]
     Query(String),
 
+    /// A file memstate was asked to write (a page, a chart, a simulated run) could not be written.
+    #[error("{file}: cannot write: {message}")]
+    Write { file: String, message: String },
+
+    /// Standard output could not be written (a closed pipe ends a command quietly, see
+    /// [`Error::is_closed_output`]).
+    #[error("cannot write the output: {0}")]
+    Output(#[source] std::io::Error),
+
     /// memstate itself failed (a bug) while working on `file`.
     #[error("{file}: {message}")]
     Internal { file: String, message: String },
@@ -72,8 +81,19 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Read { .. } => 1,
-            Error::Database { .. } | Error::Usage(_) | Error::Query(_) | Error::Internal { .. } => 2,
+            Error::Database { .. } | Error::Usage(_) | Error::Query(_) | Error::Write { .. } | Error::Output(_) | Error::Internal { .. } => 2,
         }
+    }
+
+    /// A file that could not be written.
+    pub fn write(file: &std::path::Path, error: impl fmt::Display) -> Error {
+        Error::Write { file: file.display().to_string(), message: error.to_string() }
+    }
+
+    /// Whether this is standard output closed by its reader (`memstate holes | head`): not an
+    /// error for the user, the command just stops.
+    pub fn is_closed_output(&self) -> bool {
+        matches!(self, Error::Output(error) if error.kind() == std::io::ErrorKind::BrokenPipe)
     }
 }
 

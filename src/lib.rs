@@ -13,6 +13,7 @@ pub mod error;
 pub mod ingest;
 pub mod query;
 pub mod sim;
+pub mod units;
 pub mod viz;
 
 pub use error::{Error, Result};

@@ -1,20 +1,16 @@
-//! Answers computed from one or two snapshots: the layout of a memory, the allocations that block
-//! a request ([`window`] finds the cheapest place), the out-of-memory verdicts, and the difference
-//! between two snapshots. Everything is read through the public views.
+//! Answers computed from what was loaded of one or two snapshots: the layout of a memory, the
+//! allocations that block a request ([`window`] finds the cheapest place), the verdict on a failed
+//! request, and the difference between two snapshots. Nothing here reads the database: the loaders
+//! of `query::load` fill these types from the public views, so every answer here can be worked out
+//! by hand from a fixture.
 
 pub mod window;
 
-use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use crate::dump::figures::{gaps, merge};
-use crate::dump::Range;
-use crate::error::{Error, Result};
+use crate::dump::figures::{self, gaps, merge};
+use crate::dump::{Range, State};
 pub use window::{cheapest_window, Window};
-
-fn query_error(error: rusqlite::Error) -> Error {
-    Error::Query(error.to_string())
-}
 
 /// An allocation as the analyses show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -22,7 +18,7 @@ pub struct AllocationInfo {
     pub uid: String,
     pub handle: Option<String>,
     pub kind: String,
-    pub state: String,
+    pub state: State,
     pub offset: u64,
     pub size: u64,
     pub provenance: Option<String>,
@@ -36,7 +32,7 @@ impl AllocationInfo {
         Range { offset: self.offset, size: self.size }
     }
     fn blocks(&self) -> bool {
-        self.state == "valid" || self.state == "pending_alloc"
+        self.state.blocks_reuse()
     }
 }
 
@@ -48,9 +44,11 @@ pub struct Layout {
     pub run: String,
     pub node: i64,
     pub seq: i64,
+    pub time_ns: i64,
     pub handle: String,
     pub kind: String,
     pub capacity: u64,
+    pub alignment: Option<u64>,
     pub free_bytes: u64,
     pub largest_hole: u64,
     pub largest_reclaimable: u64,
@@ -63,92 +61,23 @@ pub struct Layout {
 impl Layout {
     /// Bytes held by neither an allocation nor a listed hole.
     pub fn unaccounted(&self) -> Vec<Range> {
-        if !self.holes_listed {
-            return Vec::new();
-        }
-        gaps(&merge(self.allocations.iter().map(AllocationInfo::range).chain(self.holes.iter().copied())), self.capacity)
+        figures::unaccounted_ranges(self.allocations.iter().map(AllocationInfo::range), self.holes_listed.then_some(&self.holes[..]), self.capacity)
     }
 
     /// What neither collection nor pending releases can free: valid and pending_alloc
     /// allocations, and unaccounted bytes. Merged and sorted.
     pub fn unmovable(&self) -> Vec<Range> {
-        merge(self.allocations.iter().filter(|allocation| allocation.blocks()).map(AllocationInfo::range).chain(self.unaccounted()))
+        figures::unmovable_ranges(self.allocations.iter().map(|allocation| (allocation.range(), allocation.state)), &self.unaccounted())
     }
-}
 
-fn to_u64(value: i64) -> u64 {
-    value.max(0) as u64
-}
+    /// Bytes covered by allocations.
+    pub fn used_bytes(&self) -> u64 {
+        figures::used_bytes(self.allocations.iter().map(AllocationInfo::range))
+    }
 
-/// Read one memory at one snapshot.
-pub fn load_layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Layout> {
-    let mut layout = conn
-        .query_row(
-            "SELECT s.run, s.node, s.seq, m.handle, m.kind, ms.capacity, ms.free_bytes, ms.largest_hole,
-                    ms.largest_reclaimable, ms.holes_listed
-             FROM memory_stats ms
-             JOIN snapshots s ON s.snapshot_id = ms.snapshot_id
-             JOIN memories m ON m.memory_id = ms.memory_id
-             WHERE ms.snapshot_id = ?1 AND ms.memory_id = ?2",
-            params![snapshot_id, memory_id],
-            |row| {
-                Ok(Layout {
-                    snapshot_id,
-                    memory_id,
-                    run: row.get(0)?,
-                    node: row.get(1)?,
-                    seq: row.get(2)?,
-                    handle: row.get(3)?,
-                    kind: row.get(4)?,
-                    capacity: to_u64(row.get(5)?),
-                    free_bytes: to_u64(row.get(6)?),
-                    largest_hole: to_u64(row.get(7)?),
-                    largest_reclaimable: to_u64(row.get(8)?),
-                    holes_listed: row.get(9)?,
-                    holes: Vec::new(),
-                    allocations: Vec::new(),
-                })
-            },
-        )
-        .map_err(query_error)?;
-    let mut statement = conn
-        .prepare(
-            "SELECT a.uid, a.handle, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
-                    (SELECT group_concat(o.object_id || coalesce(' (' || ob.name || ')', ''), ', ')
-                     FROM (SELECT DISTINCT object_id FROM allocation_objects ao WHERE ao.run = ?3 AND ao.uid = a.uid) o
-                     LEFT JOIN objects ob ON ob.run = ?3 AND ob.object_id = o.object_id)
-             FROM allocations a
-             WHERE a.snapshot_id = ?1 AND a.memory_id = ?2
-             ORDER BY a.offset, a.size",
-        )
-        .map_err(query_error)?;
-    layout.allocations = statement
-        .query_map(params![snapshot_id, memory_id, layout.run], |row| {
-            let objects: Option<String> = row.get(8)?;
-            Ok(AllocationInfo {
-                uid: row.get(0)?,
-                handle: row.get(1)?,
-                kind: row.get(2)?,
-                state: row.get(3)?,
-                offset: to_u64(row.get(4)?),
-                size: to_u64(row.get(5)?),
-                provenance: row.get(6)?,
-                label: row.get(7)?,
-                objects: objects.map(|text| text.split(", ").map(str::to_string).collect()).unwrap_or_default(),
-            })
-        })
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(query_error)?;
-    let mut statement = conn
-        .prepare("SELECT offset, size FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2 ORDER BY offset")
-        .map_err(query_error)?;
-    layout.holes = statement
-        .query_map(params![snapshot_id, memory_id], |row| Ok(Range { offset: to_u64(row.get(0)?), size: to_u64(row.get(1)?) }))
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(query_error)?;
-    Ok(layout)
+    pub fn fragmentation(&self) -> f64 {
+        figures::fragmentation(self.largest_hole, self.free_bytes)
+    }
 }
 
 /// The cheapest place for a request and what stands in it.
@@ -171,8 +100,30 @@ pub struct Blockers {
     pub unaccounted_bytes: u64,
 }
 
+impl Blockers {
+    /// The window's end.
+    pub fn end(&self) -> u64 {
+        self.offset + self.size
+    }
+}
+
 fn overlap(a: Range, b: Range) -> u64 {
     a.end().min(b.end()).saturating_sub(a.offset.max(b.offset))
+}
+
+/// The contiguous free stretch that would hold `span` if the given allocations were gone: the gap
+/// around it among what stays (unmovable allocations other than `gone`, and unaccounted bytes).
+fn opening(layout: &Layout, span: Range, gone: &dyn Fn(&AllocationInfo) -> bool) -> u64 {
+    let unaccounted = layout.unaccounted();
+    let remaining = merge(
+        layout
+            .allocations
+            .iter()
+            .filter(|allocation| allocation.blocks() && !gone(allocation))
+            .map(AllocationInfo::range)
+            .chain(unaccounted.into_iter().filter(|range| overlap(*range, span) == 0)),
+    );
+    gaps(&remaining, layout.capacity).into_iter().find(|gap| gap.offset <= span.offset && gap.end() >= span.end()).map(|gap| gap.size).unwrap_or(0)
 }
 
 /// Where a request of `size` bytes aligned to `alignment` would cost the least, and what blocks it.
@@ -185,19 +136,7 @@ pub fn blockers(layout: &Layout, size: u64, alignment: u64) -> Option<Blockers> 
     let to_collect: Vec<AllocationInfo> = layout.allocations.iter().filter(in_window).filter(|a| !a.blocks()).cloned().collect();
     let unaccounted_bytes = layout.unaccounted().iter().map(|range| overlap(*range, span)).sum();
     // Without the blockers, the window lies in one stretch free of anything unmovable.
-    let remaining = merge(
-        layout
-            .allocations
-            .iter()
-            .filter(|allocation| allocation.blocks() && overlap(allocation.range(), span) == 0)
-            .map(AllocationInfo::range)
-            .chain(layout.unaccounted().into_iter().filter(|range| overlap(*range, span) == 0)),
-    );
-    let opens = gaps(&remaining, layout.capacity)
-        .into_iter()
-        .find(|gap| gap.offset <= span.offset && gap.end() >= span.end())
-        .map(|gap| gap.size)
-        .unwrap_or(size);
+    let opens = opening(layout, span, &|allocation| overlap(allocation.range(), span) > 0).max(size);
     Some(Blockers {
         size,
         alignment: alignment.max(1),
@@ -208,6 +147,82 @@ pub fn blockers(layout: &Layout, size: u64, alignment: u64) -> Option<Blockers> 
         to_collect,
         unaccounted_bytes,
     })
+}
+
+/// Among the blockers of a window, the one whose removal alone opens the largest contiguous
+/// stretch around the window, and that stretch: what to move or free first.
+pub fn first_to_move(layout: &Layout, blockers: &Blockers) -> Option<(AllocationInfo, u64)> {
+    let span = Range { offset: blockers.offset, size: blockers.size };
+    blockers
+        .blocking
+        .iter()
+        .map(|candidate| {
+            // Everything unmovable stays but this one (and what collection frees).
+            let opens = {
+                let unaccounted = layout.unaccounted();
+                let remaining = merge(
+                    layout
+                        .allocations
+                        .iter()
+                        .filter(|allocation| allocation.blocks() && allocation.uid != candidate.uid)
+                        .map(AllocationInfo::range)
+                        .chain(unaccounted),
+                );
+                gaps(&remaining, layout.capacity)
+                    .into_iter()
+                    .filter(|gap| overlap(*gap, candidate.range()) > 0)
+                    .map(|gap| gap.size)
+                    .max()
+                    .unwrap_or(0)
+            };
+            (candidate.clone(), opens)
+        })
+        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.size.cmp(&a.0.size)).then_with(|| overlap(b.0.range(), span).cmp(&overlap(a.0.range(), span))))
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// Fewer free bytes than the request: more memory is needed.
+    Exhaustion,
+    /// Enough free bytes, but no hole big enough.
+    Fragmentation,
+    /// A hole is big enough now (the memory changed since the request failed).
+    Fits,
+}
+
+impl Verdict {
+    pub fn of(layout: &Layout, size: u64) -> Verdict {
+        if layout.free_bytes < size {
+            Verdict::Exhaustion
+        } else if layout.largest_hole < size {
+            Verdict::Fragmentation
+        } else {
+            Verdict::Fits
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Exhaustion => "exhaustion",
+            Verdict::Fragmentation => "fragmentation",
+            Verdict::Fits => "fits",
+        }
+    }
+}
+
+/// A request a memory could not satisfy, as loaded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Request {
+    pub snapshot_id: i64,
+    pub memory_id: i64,
+    pub size: u64,
+    pub alignment: u64,
+    pub kind: Option<String>,
+    pub provenance: Option<String>,
+    pub time_ns: Option<i64>,
+    pub note: Option<String>,
 }
 
 /// One failed request and what explains it.
@@ -228,119 +243,88 @@ pub struct OomFinding {
     pub free_bytes: u64,
     pub largest_hole: u64,
     pub largest_reclaimable: u64,
-    /// `exhaustion` (not enough free bytes at all), `fragmentation` (enough free bytes, no hole big
-    /// enough) or `fits` (a hole is big enough now).
-    pub verdict: &'static str,
+    pub verdict: Verdict,
     /// Whether collecting every collectable allocation and finishing the pending releases would
     /// make a range big enough.
     pub solved_by_collection: bool,
     pub blockers: Option<Blockers>,
 }
 
-/// The findings for every failed request of the given snapshots.
-pub fn oom(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<OomFinding>> {
-    let mut findings = Vec::new();
-    let mut statement = conn
-        .prepare(
-            "SELECT memory_id, size, coalesce(alignment, 1), kind, provenance, note FROM failed_requests
-             WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
-        )
-        .map_err(query_error)?;
-    for &snapshot_id in snapshot_ids {
-        let requests: Vec<(i64, i64, i64, Option<String>, Option<String>, Option<String>)> = statement
-            .query_map([snapshot_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?)))
-            .map_err(query_error)?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(query_error)?;
-        for (memory_id, size, alignment, kind, provenance, note) in requests {
-            let layout = load_layout(conn, snapshot_id, memory_id)?;
-            let (size, alignment) = (to_u64(size), to_u64(alignment).max(1));
-            let verdict = if layout.free_bytes < size {
-                "exhaustion"
-            } else if layout.largest_hole < size {
-                "fragmentation"
-            } else {
-                "fits"
-            };
-            findings.push(OomFinding {
-                snapshot_id,
-                run: layout.run.clone(),
-                node: layout.node,
-                seq: layout.seq,
-                memory_id,
-                handle: layout.handle.clone(),
-                memory_kind: layout.kind.clone(),
-                size,
-                alignment,
-                kind,
-                provenance,
-                note,
-                free_bytes: layout.free_bytes,
-                largest_hole: layout.largest_hole,
-                largest_reclaimable: layout.largest_reclaimable,
-                verdict,
-                solved_by_collection: layout.largest_reclaimable >= size,
-                blockers: blockers(&layout, size, alignment),
-            });
+/// The finding for a request that failed in `layout`.
+pub fn finding(layout: &Layout, request: &Request) -> OomFinding {
+    let (size, alignment) = (request.size, request.alignment.max(1));
+    OomFinding {
+        snapshot_id: layout.snapshot_id,
+        run: layout.run.clone(),
+        node: layout.node,
+        seq: layout.seq,
+        memory_id: layout.memory_id,
+        handle: layout.handle.clone(),
+        memory_kind: layout.kind.clone(),
+        size,
+        alignment,
+        kind: request.kind.clone(),
+        provenance: request.provenance.clone(),
+        note: request.note.clone(),
+        free_bytes: layout.free_bytes,
+        largest_hole: layout.largest_hole,
+        largest_reclaimable: layout.largest_reclaimable,
+        verdict: Verdict::of(layout, size),
+        solved_by_collection: layout.largest_reclaimable >= size,
+        blockers: blockers(layout, size, alignment),
+    }
+}
+
+/// How an allocation differs between two snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Appeared,
+    Disappeared,
+    /// Its state, place or size changed.
+    Changed,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Appeared => "appeared",
+            ChangeKind::Disappeared => "disappeared",
+            ChangeKind::Changed => "changed",
         }
     }
-    Ok(findings)
+}
+
+/// An allocation of one snapshot, keyed for a diff by its memory's handle and its uid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placed {
+    pub handle: String,
+    pub allocation: AllocationInfo,
 }
 
 /// How an allocation differs between two snapshots.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
-    /// `appeared`, `disappeared` or `changed` (state, place or size).
-    pub change: &'static str,
+    pub change: ChangeKind,
     pub handle: String,
     pub uid: String,
     pub kind: String,
     pub provenance: Option<String>,
     pub size: u64,
     pub offset: u64,
-    pub state_before: Option<String>,
-    pub state_after: Option<String>,
+    pub state_before: Option<State>,
+    pub state_after: Option<State>,
 }
 
-/// Allocations that appeared, disappeared or changed from snapshot `before` to snapshot `after`
-/// (matched by memory handle and uid).
-pub fn diff(conn: &Connection, before: i64, after: i64) -> Result<Vec<Change>> {
-    let load = |snapshot_id: i64| -> Result<std::collections::BTreeMap<(String, String), AllocationInfo>> {
-        let mut statement = conn
-            .prepare(
-                "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance
-                 FROM allocations a JOIN memories m ON m.memory_id = a.memory_id WHERE a.snapshot_id = ?1",
-            )
-            .map_err(query_error)?;
-        let rows = statement
-            .query_map([snapshot_id], |row| {
-                let handle: String = row.get(0)?;
-                Ok((
-                    handle,
-                    AllocationInfo {
-                        uid: row.get(1)?,
-                        handle: None,
-                        kind: row.get(2)?,
-                        state: row.get(3)?,
-                        offset: to_u64(row.get(4)?),
-                        size: to_u64(row.get(5)?),
-                        provenance: row.get(6)?,
-                        label: None,
-                        objects: Vec::new(),
-                    },
-                ))
-            })
-            .map_err(query_error)?;
-        let mut map = std::collections::BTreeMap::new();
-        for row in rows {
-            let (handle, allocation) = row.map_err(query_error)?;
-            map.insert((handle, allocation.uid.clone()), allocation);
-        }
-        Ok(map)
+/// Allocations that appeared, disappeared or changed (state, place or size) from `before` to
+/// `after`, matched by memory handle and uid; sorted by handle, offset and uid.
+pub fn diff(before: &[Placed], after: &[Placed]) -> Vec<Change> {
+    use std::collections::BTreeMap;
+    let index = |placed: &[Placed]| -> BTreeMap<(String, String), AllocationInfo> {
+        placed.iter().map(|one| ((one.handle.clone(), one.allocation.uid.clone()), one.allocation.clone())).collect()
     };
-    let (old, new) = (load(before)?, load(after)?);
-    let mut changes = Vec::new();
-    let change = |kind: &'static str, handle: &str, shown: &AllocationInfo, before: Option<&AllocationInfo>, after: Option<&AllocationInfo>| Change {
+    let (old, new) = (index(before), index(after));
+    let change = |kind: ChangeKind, handle: &str, shown: &AllocationInfo, before: Option<&AllocationInfo>, after: Option<&AllocationInfo>| Change {
         change: kind,
         handle: handle.to_string(),
         uid: shown.uid.clone(),
@@ -348,23 +332,40 @@ pub fn diff(conn: &Connection, before: i64, after: i64) -> Result<Vec<Change>> {
         provenance: shown.provenance.clone(),
         size: shown.size,
         offset: shown.offset,
-        state_before: before.map(|allocation| allocation.state.clone()),
-        state_after: after.map(|allocation| allocation.state.clone()),
+        state_before: before.map(|allocation| allocation.state),
+        state_after: after.map(|allocation| allocation.state),
     };
-    for ((handle, _), allocation) in &old {
-        if !new.contains_key(&(handle.clone(), allocation.uid.clone())) {
-            changes.push(change("disappeared", handle, allocation, Some(allocation), None));
+    let mut changes = Vec::new();
+    for ((handle, uid), allocation) in &old {
+        if !new.contains_key(&(handle.clone(), uid.clone())) {
+            changes.push(change(ChangeKind::Disappeared, handle, allocation, Some(allocation), None));
         }
     }
     for ((handle, uid), allocation) in &new {
         match old.get(&(handle.clone(), uid.clone())) {
-            None => changes.push(change("appeared", handle, allocation, None, Some(allocation))),
-            Some(earlier) if (earlier.state.as_str(), earlier.offset, earlier.size) != (allocation.state.as_str(), allocation.offset, allocation.size) => {
-                changes.push(change("changed", handle, allocation, Some(earlier), Some(allocation)))
+            None => changes.push(change(ChangeKind::Appeared, handle, allocation, None, Some(allocation))),
+            Some(earlier) if (earlier.state, earlier.offset, earlier.size) != (allocation.state, allocation.offset, allocation.size) => {
+                changes.push(change(ChangeKind::Changed, handle, allocation, Some(earlier), Some(allocation)))
             }
             Some(_) => {}
         }
     }
     changes.sort_by(|a, b| (a.handle.as_str(), a.offset, a.uid.as_str()).cmp(&(b.handle.as_str(), b.offset, b.uid.as_str())));
-    Ok(changes)
+    changes
+}
+
+/// One line of a trend chart: a figure of one memory over a run's snapshots.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub node: i64,
+    pub handle: String,
+    pub kind: String,
+    /// (x, y): time in seconds or seq, and the figure.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Series {
+    pub fn label(&self) -> String {
+        format!("node {} {} {}", self.node, self.kind, self.handle)
+    }
 }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
 use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, SpanList, SpanTable};
-use crate::dump::{Annotations, Object, Prepared, State, Sym};
+use crate::dump::{Annotations, Object, Prepared, Sym};
 use crate::error::{Error, Result};
 
 /// What importing one dump did.
@@ -46,16 +46,6 @@ pub struct Importer<'c> {
     nodes: HashMap<(String, i64), NodeSpans>,
     /// `PRAGMA data_version` as of this importer's last commit.
     data_version: Option<i64>,
-}
-
-/// The code a state is stored as (the views decode it).
-pub fn state_code(state: State) -> i64 {
-    match state {
-        State::Valid => 0,
-        State::Collectable => 1,
-        State::PendingFree => 2,
-        State::PendingAlloc => 3,
-    }
 }
 
 /// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
@@ -346,7 +336,7 @@ impl Writer<'_, '_> {
                 let attrs = AllocationAttrs {
                     offset: size_bits(allocation.offset),
                     size: size_bits(allocation.size),
-                    state: state_code(allocation.state),
+                    state: allocation.state.code(),
                     kind: sym(allocation.kind),
                     handle: allocation.handle.map(id_bits),
                     alignment: allocation.alignment.map(size_bits),
@@ -568,7 +558,7 @@ fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, p
             let attrs = AllocationAttrs {
                 offset: size_bits(allocation.offset),
                 size: size_bits(allocation.size),
-                state: state_code(allocation.state),
+                state: allocation.state.code(),
                 kind,
                 handle: allocation.handle.map(id_bits),
                 alignment: allocation.alignment.map(size_bits),

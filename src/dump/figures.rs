@@ -85,28 +85,42 @@ pub fn holes(memory: &Memory) -> Vec<Range> {
     }
 }
 
-/// Byte ranges held by nothing: neither an allocation nor a listed hole (empty when holes are derived).
-pub fn unaccounted(memory: &Memory) -> Vec<Range> {
-    match &memory.listed_holes {
-        Some(listed) => gaps(
-            &merge(memory.allocations.iter().map(|allocation| allocation.range()).chain(listed.iter().copied())),
-            memory.capacity,
-        ),
+/// Byte ranges held by nothing: neither an allocation nor a listed hole (none when the holes are
+/// derived, since then every byte is one or the other).
+pub fn unaccounted_ranges(allocations: impl Iterator<Item = Range>, listed_holes: Option<&[Range]>, capacity: u64) -> Vec<Range> {
+    match listed_holes {
+        Some(listed) => gaps(&merge(allocations.chain(listed.iter().copied())), capacity),
         None => Vec::new(),
     }
 }
 
-/// Ranges that neither garbage collection nor pending releases can free: `valid` and
-/// `pending_alloc` allocations, and unaccounted bytes. Merged and sorted.
-pub fn unmovable(memory: &Memory) -> Vec<Range> {
-    merge(
-        memory
-            .allocations
-            .iter()
-            .filter(|allocation| allocation.state.blocks_reuse())
-            .map(|allocation| allocation.range())
-            .chain(unaccounted(memory)),
-    )
+/// Ranges that neither garbage collection nor pending releases can free: allocations whose state
+/// blocks reuse (`valid`, `pending_alloc`), and unaccounted bytes. Merged and sorted.
+pub fn unmovable_ranges(allocations: impl Iterator<Item = (Range, State)>, unaccounted: &[Range]) -> Vec<Range> {
+    merge(allocations.filter(|(_, state)| state.blocks_reuse()).map(|(range, _)| range).chain(unaccounted.iter().copied()))
+}
+
+/// Bytes covered by allocations, overlapping bytes counted once.
+pub fn used_bytes(allocations: impl Iterator<Item = Range>) -> u64 {
+    total(&merge(allocations))
+}
+
+/// `1 - largest_hole / free_bytes`, 0 when nothing is free: how much of the free memory is not in
+/// its largest hole.
+pub fn fragmentation(largest_hole: u64, free_bytes: u64) -> f64 {
+    if free_bytes == 0 {
+        0.0
+    } else {
+        1.0 - largest_hole as f64 / free_bytes as f64
+    }
+}
+
+fn unaccounted(memory: &Memory) -> Vec<Range> {
+    unaccounted_ranges(memory.allocations.iter().map(|allocation| allocation.range()), memory.listed_holes.as_deref(), memory.capacity)
+}
+
+fn unmovable(memory: &Memory) -> Vec<Range> {
+    unmovable_ranges(memory.allocations.iter().map(|allocation| (allocation.range(), allocation.state)), &unaccounted(memory))
 }
 
 fn total(ranges: &[Range]) -> u64 {
@@ -119,10 +133,10 @@ fn largest(ranges: &[Range]) -> u64 {
 
 /// The figures of `memory`, given its `holes` (from [`holes`]).
 pub fn figures(memory: &Memory, holes: &[Range]) -> MemoryFigures {
-    let used_bytes = total(&merge(memory.allocations.iter().map(|allocation| allocation.range())));
+    let used_bytes = used_bytes(memory.allocations.iter().map(|allocation| allocation.range()));
     let free_bytes = total(holes);
     let largest_hole = largest(holes);
-    let fragmentation = if free_bytes == 0 { 0.0 } else { 1.0 - largest_hole as f64 / free_bytes as f64 };
+    let fragmentation = fragmentation(largest_hole, free_bytes);
     let reclaimable_bytes = memory
         .allocations
         .iter()

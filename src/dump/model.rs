@@ -37,9 +37,40 @@ impl State {
         State::ALL.into_iter().find(|state| state.as_str() == text)
     }
 
+    /// The integer the database stores a state as (its views decode it with the same table).
+    pub fn code(self) -> i64 {
+        match self {
+            State::Valid => 0,
+            State::Collectable => 1,
+            State::PendingFree => 2,
+            State::PendingAlloc => 3,
+        }
+    }
+
+    /// The state stored as `code`.
+    pub fn from_code(code: i64) -> Option<State> {
+        State::ALL.into_iter().find(|state| state.code() == code)
+    }
+
     /// Whether garbage collection plus the pending releases could never free these bytes.
     pub fn blocks_reuse(self) -> bool {
         matches!(self, State::Valid | State::PendingAlloc)
+    }
+}
+
+impl serde::Serialize for State {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for State {
+    type Err = String;
+    fn from_str(text: &str) -> Result<State, String> {
+        State::parse(text).ok_or_else(|| {
+            let names: Vec<&str> = State::ALL.iter().map(|state| state.as_str()).collect();
+            format!("unknown state {text:?} (states: {})", names.join(", "))
+        })
     }
 }
 

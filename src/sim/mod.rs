@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use workload::{Node, Oom, Simulation};
 
 /// How the dumps are laid out on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Layout {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileLayout {
     /// One `.json` file per dump, in a folder per node.
     #[default]
     Files,
@@ -30,7 +30,7 @@ pub enum Layout {
 }
 
 /// Compression of the written files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Compression {
     #[default]
     None,
@@ -55,7 +55,7 @@ pub struct Config {
     pub intensity: f64,
     /// Write strings once in a `strings` table and refer to them by index.
     pub intern: bool,
-    pub layout: Layout,
+    pub layout: FileLayout,
     pub compression: Compression,
     /// Go on after an out-of-memory error (the mapper backs off) instead of ending the run.
     pub continue_after_oom: bool,
@@ -75,7 +75,7 @@ impl Default for Config {
             dump_every: 10,
             intensity: 1.0,
             intern: true,
-            layout: Layout::Files,
+            layout: FileLayout::Files,
             compression: Compression::None,
             continue_after_oom: false,
         }
@@ -84,7 +84,7 @@ impl Default for Config {
 
 /// What a simulation wrote.
 #[derive(Debug, Clone, Default, serde::Serialize)]
-pub struct Summary {
+pub struct SimulationSummary {
     pub run_id: String,
     pub steps: u64,
     pub dumps: u64,
@@ -98,7 +98,7 @@ pub struct Summary {
 
 /// Something a long simulation reports as it goes.
 #[derive(Debug, Clone, Copy)]
-pub enum Event {
+pub enum SimulationEvent {
     Started { steps: u64 },
     Step { step: u64 },
 }
@@ -108,11 +108,11 @@ struct Output {
     folder: PathBuf,
     config: Config,
     streams: Vec<Option<BufWriter<Box<dyn Write>>>>,
-    summary: Summary,
+    summary: SimulationSummary,
 }
 
 fn io_error(path: &Path, error: std::io::Error) -> Error {
-    Error::Usage(format!("{}: cannot write: {error}", path.display()))
+    Error::write(path, error)
 }
 
 impl Output {
@@ -135,7 +135,7 @@ impl Output {
 
     fn write(&mut self, node: usize, seq: i64, text: &str) -> Result<()> {
         match self.config.layout {
-            Layout::Files => {
+            FileLayout::Files => {
                 let folder = self.folder.join(format!("node{node}"));
                 fs::create_dir_all(&folder).map_err(|error| io_error(&folder, error))?;
                 let path = folder.join(self.extension(&format!("{}-node{node}-seq{seq:05}.json", self.config.run_id)));
@@ -144,7 +144,7 @@ impl Output {
                 drop(writer);
                 self.summary.files.push(path);
             }
-            Layout::Stream => {
+            FileLayout::Stream => {
                 let path = self.folder.join(self.extension(&format!("{}-node{node}.ndjson", self.config.run_id)));
                 if self.streams[node].is_none() {
                     self.streams[node] = Some(BufWriter::new(self.open(&path)?));
@@ -158,9 +158,9 @@ impl Output {
         Ok(())
     }
 
-    fn finish(mut self) -> Result<Summary> {
+    fn finish(mut self) -> Result<SimulationSummary> {
         for stream in self.streams.iter_mut().flatten() {
-            stream.flush().map_err(|error| Error::Usage(format!("cannot write a stream: {error}")))?;
+            stream.flush().map_err(|error| Error::write(&self.folder, error))?;
         }
         // Dropping the writers finishes the compressed streams.
         self.streams.clear();
@@ -312,7 +312,7 @@ fn check(config: &Config) -> Result<()> {
 }
 
 /// Simulate a run and write its dumps under `folder`.
-pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Event)) -> Result<Summary> {
+pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(SimulationEvent)) -> Result<SimulationSummary> {
     check(config)?;
     fs::create_dir_all(folder).map_err(|error| io_error(folder, error))?;
     let mut simulation = Simulation::new(config.clone());
@@ -320,9 +320,9 @@ pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Event)) -
         folder: folder.to_path_buf(),
         config: config.clone(),
         streams: (0..config.nodes).map(|_| None).collect(),
-        summary: Summary { run_id: config.run_id.clone(), ..Default::default() },
+        summary: SimulationSummary { run_id: config.run_id.clone(), ..Default::default() },
     };
-    report(Event::Started { steps: config.steps });
+    report(SimulationEvent::Started { steps: config.steps });
     let write_dump = |simulation: &mut Simulation, output: &mut Output, node: usize, reason: &str, note: Option<&str>| -> Result<()> {
         let seq = simulation.nodes[node].next_seq;
         simulation.nodes[node].next_seq += 1;
@@ -356,7 +356,7 @@ pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Event)) -
                 write_dump(&mut simulation, &mut output, node, "periodic", None)?;
             }
         }
-        report(Event::Step { step: simulation.step });
+        report(SimulationEvent::Step { step: simulation.step });
     }
     if !ended_by_oom {
         for node in 0..config.nodes {
@@ -367,42 +367,4 @@ pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Event)) -
     output.summary.collections = simulation.collections;
     output.summary.deferred_allocations = simulation.deferred;
     output.finish()
-}
-
-/// Parse a human size: `16GiB`, `512MiB`, `64k`, `1048576`.
-pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
-    let trimmed = text.trim();
-    let split = trimmed.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(trimmed.len());
-    let (number, unit) = trimmed.split_at(split);
-    let number: f64 = number.parse().map_err(|_| format!("{text:?} is not a size (try 16GiB, 512MiB or 1048576)"))?;
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(format!("unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB)")),
-    };
-    let bytes = number * multiplier as f64;
-    if !(bytes.is_finite() && bytes >= 1.0 && bytes < 9.2e18) {
-        return Err(format!("{text:?} is out of range"));
-    }
-    Ok(bytes as u64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_sizes_parse() {
-        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
-        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("64k"), Ok(64 << 10));
-        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
-        assert_eq!(parse_size("1048576"), Ok(1048576));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("12 parsecs").is_err());
-        assert!(parse_size("0").is_err());
-    }
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use serde_json::{json, Value};
 
 use crate::analysis::Layout;
+use crate::dump::State;
 
 const TEMPLATE: &str = include_str!("map.html");
 
@@ -42,15 +43,6 @@ impl Strings {
     }
 }
 
-fn state_code(state: &str) -> u8 {
-    match state {
-        "valid" => 0,
-        "collectable" => 1,
-        "pending_free" => 2,
-        _ => 3,
-    }
-}
-
 /// The page for `frames`, titled `title`.
 pub fn render(title: &str, frames: &[Frame]) -> String {
     let mut strings = Strings { table: Vec::new(), index: HashMap::new() };
@@ -65,13 +57,13 @@ pub fn render(title: &str, frames: &[Frame]) -> String {
                     // By offset, and a pending_alloc after the pending_free it shares a start with,
                     // so the page draws it on top.
                     let mut ordered: Vec<_> = layout.allocations.iter().collect();
-                    ordered.sort_by_key(|allocation| (allocation.offset, allocation.state == "pending_alloc"));
+                    ordered.sort_by_key(|allocation| (allocation.offset, allocation.state == State::PendingAlloc));
                     for allocation in ordered {
                         let uid = allocation.uid.trim_start_matches("0x").trim_start_matches('0');
                         let objects = (!allocation.objects.is_empty()).then(|| allocation.objects.join(", "));
                         flat.push(json!(allocation.offset));
                         flat.push(json!(allocation.size));
-                        flat.push(json!(state_code(&allocation.state)));
+                        flat.push(json!(allocation.state.code()));
                         flat.push(strings.id(Some(&allocation.kind)));
                         flat.push(strings.id(allocation.provenance.as_deref()));
                         flat.push(strings.id(allocation.label.as_deref()));
@@ -80,7 +72,7 @@ pub fn render(title: &str, frames: &[Frame]) -> String {
                     }
                     let holes: Vec<u64> = layout.holes.iter().flat_map(|hole| [hole.offset, hole.size]).collect();
                     let unaccounted: Vec<u64> = layout.unaccounted().iter().flat_map(|range| [range.offset, range.size]).collect();
-                    let used: u64 = crate::dump::figures::merge(layout.allocations.iter().map(|a| a.range())).iter().map(|r| r.size).sum();
+                    let used = layout.used_bytes();
                     json!({
                         "key": format!("{}/{}/{}", layout.run, layout.node, layout.handle),
                         "label": format!("node {} · {} · {} · seq {}", layout.node, layout.handle, layout.kind, layout.seq),
@@ -88,6 +80,7 @@ pub fn render(title: &str, frames: &[Frame]) -> String {
                         "used": used,
                         "free": layout.free_bytes,
                         "largest": layout.largest_hole,
+                        "fragmentation": layout.fragmentation(),
                         "reclaimable": layout.largest_reclaimable,
                         "h": holes,
                         "u": unaccounted,

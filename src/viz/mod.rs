@@ -8,7 +8,7 @@ pub mod terminal;
 
 use crate::analysis::Layout;
 use crate::dump::figures::{merge, subtract};
-use crate::dump::Range;
+use crate::dump::{Range, State};
 
 /// What fills a byte of a memory, in drawing order (later wins where two overlap).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -35,12 +35,12 @@ impl Fill {
         }
     }
 
-    pub fn of_state(state: &str) -> Fill {
+    pub fn of_state(state: State) -> Fill {
         match state {
-            "valid" => Fill::Valid,
-            "collectable" => Fill::Collectable,
-            "pending_free" => Fill::PendingFree,
-            _ => Fill::PendingAlloc,
+            State::Valid => Fill::Valid,
+            State::Collectable => Fill::Collectable,
+            State::PendingFree => Fill::PendingFree,
+            State::PendingAlloc => Fill::PendingAlloc,
         }
     }
 }
@@ -48,10 +48,10 @@ impl Fill {
 /// The memory as disjoint painted segments, sorted by offset: allocations (a pending_alloc wins
 /// over the pending_free under it), holes, and unaccounted bytes.
 pub fn segments(layout: &Layout) -> Vec<(Range, Fill)> {
-    let pending_alloc = merge(layout.allocations.iter().filter(|a| a.state == "pending_alloc").map(|a| a.range()));
+    let pending_alloc = merge(layout.allocations.iter().filter(|a| a.state == State::PendingAlloc).map(|a| a.range()));
     let mut painted: Vec<(Range, Fill)> = Vec::new();
     for allocation in &layout.allocations {
-        let fill = Fill::of_state(&allocation.state);
+        let fill = Fill::of_state(allocation.state);
         if fill == Fill::PendingFree {
             // Only the parts not claimed by a deferred allocation.
             for part in subtract(&[allocation.range()], &pending_alloc) {

@@ -3,13 +3,13 @@
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use rusqlite::Connection;
 
+use crate::analysis::Series;
 use crate::error::{Error, Result};
-use crate::query::output::human_size;
+use crate::units::human_size;
 
 /// The figure on the y axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
     Used,
     Free,
@@ -20,7 +20,8 @@ pub enum Metric {
 }
 
 impl Metric {
-    fn column(self) -> &'static str {
+    /// Its column in `memory_trend`.
+    pub fn column(self) -> &'static str {
         match self {
             Metric::Used => "used_bytes",
             Metric::Free => "free_bytes",
@@ -46,7 +47,7 @@ impl Metric {
 }
 
 /// The x axis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum XAxis {
     /// Seconds since the run started.
     Time,
@@ -54,54 +55,18 @@ pub enum XAxis {
     Seq,
 }
 
-/// One line of the chart.
-#[derive(Debug, Clone)]
-pub struct Series {
-    pub label: String,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// The lines (one per memory of `run` matching `memory`) and the x of each oom snapshot.
-pub fn load(conn: &Connection, run: &str, memory: Option<&str>, metric: Metric, x_axis: XAxis) -> Result<(Vec<Series>, Vec<f64>)> {
-    let x = match x_axis {
-        XAxis::Time => "time_s",
-        XAxis::Seq => "seq",
-    };
-    let handle = memory.and_then(crate::query::select::memory_handle);
-    let sql = format!(
-        "SELECT node, handle, kind, {x}, {y}, reason FROM memory_trend
-         WHERE run = ?1 AND (?2 IS NULL OR handle = ?3 OR (?3 IS NULL AND kind = ?2))
-         ORDER BY node, handle, seq",
-        y = metric.column()
-    );
-    let query_error = |error: rusqlite::Error| Error::Query(error.to_string());
-    let mut statement = conn.prepare(&sql).map_err(query_error)?;
-    let rows = statement
-        .query_map(rusqlite::params![run, memory, handle], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, f64>(3)?, row.get::<_, f64>(4)?, row.get::<_, String>(5)?))
-        })
-        .map_err(query_error)?;
-    let mut series: Vec<Series> = Vec::new();
-    let mut ooms = Vec::new();
-    for row in rows {
-        let (node, handle, kind, x, y, reason) = row.map_err(query_error)?;
-        let label = format!("node {node} {kind} {handle}");
-        match series.last_mut() {
-            Some(last) if last.label == label => last.points.push((x, y)),
-            _ => series.push(Series { label, points: vec![(x, y)] }),
-        }
-        if reason == "oom" && !ooms.contains(&x) {
-            ooms.push(x);
+impl XAxis {
+    /// Its column in `memory_trend`.
+    pub fn column(self) -> &'static str {
+        match self {
+            XAxis::Time => "time_s",
+            XAxis::Seq => "seq",
         }
     }
-    if series.is_empty() {
-        return Err(Error::Usage(format!("no memory of run {run:?} matches {:?}", memory.unwrap_or("(all)"))));
-    }
-    Ok((series, ooms))
 }
 
 fn plot_error(error: impl std::fmt::Display) -> Error {
-    Error::Usage(format!("cannot draw the chart: {error}"))
+    Error::Internal { file: String::new(), message: format!("cannot draw the chart: {error}") }
 }
 
 /// The chart as SVG text.
@@ -146,7 +111,7 @@ pub fn render_svg(run: &str, series: &[Series], ooms: &[f64], metric: Metric, x_
             chart
                 .draw_series(LineSeries::new(line.points.iter().copied(), colour.stroke_width(2)))
                 .map_err(plot_error)?
-                .label(line.label.clone())
+                .label(line.label())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
         }
         for &x in ooms {

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::{cells, segments, Fill};
 use crate::analysis::Layout;
-use crate::query::output::human_size;
+use crate::units::{hex_offset, human, ratio, visible};
 
 /// How to draw the bars.
 #[derive(Debug, Clone, Copy)]
@@ -54,20 +54,19 @@ pub fn legend(style: Style) -> String {
 pub fn draw(layout: &Layout, range: Option<(u64, u64)>, style: Style, out: &mut dyn Write) -> io::Result<()> {
     let (start, end) = range.unwrap_or((0, layout.capacity));
     let end = end.min(layout.capacity);
-    let fragmentation = if layout.free_bytes == 0 { 0.0 } else { 1.0 - layout.largest_hole as f64 / layout.free_bytes as f64 };
     writeln!(
         out,
-        "{} {} (node {}, seq {}): {} capacity, {} free in {} holes, largest hole {}, fragmentation {:.3}, largest after collection {}",
+        "{} {} (node {}, seq {}): {} capacity, {} free in {} holes, largest hole {}, fragmentation {}, largest after collection {}",
         layout.handle,
-        layout.kind,
+        visible(&layout.kind),
         layout.node,
         layout.seq,
-        human_size(layout.capacity as i64),
-        human_size(layout.free_bytes as i64),
+        human(layout.capacity),
+        human(layout.free_bytes),
         layout.holes.len(),
-        human_size(layout.largest_hole as i64),
-        fragmentation,
-        human_size(layout.largest_reclaimable as i64),
+        human(layout.largest_hole),
+        ratio(layout.fragmentation()),
+        human(layout.largest_reclaimable),
     )?;
     let painted = segments(layout);
     let row: String = cells(&painted, start, end, style.width.max(1))
@@ -76,8 +75,8 @@ pub fn draw(layout: &Layout, range: Option<(u64, u64)>, style: Style, out: &mut 
         .collect();
     let reset = if style.color { "\x1b[0m" } else { "" };
     writeln!(out, "|{row}{reset}|")?;
-    let left = format!("{start}");
-    let right = format!("{end}");
+    let left = hex_offset(start as i64);
+    let right = hex_offset(end as i64);
     let pad = (style.width + 2).saturating_sub(left.len() + right.len());
     writeln!(out, "{left}{}{right}", " ".repeat(pad))
 }

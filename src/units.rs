@@ -1,0 +1,162 @@
+//! Sizes and figures as people write and read them: parsing `512MiB`, showing `1.5 GiB`, offsets in
+//! hex, ratios with a fixed number of decimals, and text made safe for a terminal. Every command
+//! shows the same figure the same way because they all come here.
+
+use std::borrow::Cow;
+
+/// Parse a size: bytes (`1048576`, exact) or a number with a binary unit (`16GiB`, `512MiB`,
+/// `1.5g`, `64k`; KB, MB... mean the binary units too, as in Realm's flags).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(trimmed.len());
+    let (number, unit) = trimmed.split_at(split);
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => return Err(format!("unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB)")),
+    };
+    let not_a_size = || format!("{text:?} is not a size (try 16GiB, 512MiB or 1048576)");
+    // Whole numbers are taken exactly; only a fraction goes through floating point.
+    if let Ok(whole) = number.parse::<u64>() {
+        return whole.checked_mul(multiplier).filter(|&bytes| bytes <= i64::MAX as u64).ok_or_else(|| format!("{text:?} is out of range"));
+    }
+    let value: f64 = number.parse().map_err(|_| not_a_size())?;
+    let bytes = value * multiplier as f64;
+    if !(bytes.is_finite() && bytes >= 0.0 && bytes < 9.2e18) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// [`parse_size`], refusing 0.
+pub fn parse_positive_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err(format!("{text:?}: expected a size above 0")),
+        bytes => Ok(bytes),
+    }
+}
+
+/// `1536` → `1.5 KiB`; below 1 KiB the exact count of bytes.
+pub fn human_size(bytes: i64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let magnitude = bytes.unsigned_abs();
+    if magnitude < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = magnitude as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    let sign = if bytes < 0 { "-" } else { "" };
+    let tenths = (value.fract() * 10.0).round();
+    let shown = if value >= 100.0 || tenths == 0.0 || tenths == 10.0 { format!("{value:.0}") } else { format!("{value:.1}") };
+    format!("{sign}{shown} {}", UNITS[unit])
+}
+
+/// [`human_size`] of an unsigned count.
+pub fn human(bytes: u64) -> String {
+    human_size(i64::try_from(bytes).unwrap_or(i64::MAX))
+}
+
+/// An offset (an address inside a memory) as people compare them: hex.
+pub fn hex_offset(offset: i64) -> String {
+    if offset < 0 {
+        format!("-0x{:x}", offset.unsigned_abs())
+    } else {
+        format!("0x{offset:x}")
+    }
+}
+
+/// A ratio from 0 to 1 (fragmentation, a share): always three decimals.
+pub fn ratio(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+/// Seconds: always three decimals (milliseconds).
+pub fn seconds(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+/// Text from a dump or a file name, made safe to print on a terminal: control characters (ESC,
+/// BEL, C1 controls, DEL...) are shown as escapes, so a dump cannot move the cursor, change
+/// colours or retitle the window. Newlines and tabs inside a value are escaped too (a value stays
+/// on its line); machine-readable formats never go through this.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_control(c) {
+            match c {
+                '\n' => shown.push_str("\\n"),
+                '\t' => shown.push_str("\\t"),
+                '\r' => shown.push_str("\\r"),
+                c if (c as u32) < 0x100 => shown.push_str(&format!("\\x{:02x}", c as u32)),
+                c => shown.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            }
+        } else {
+            shown.push(c);
+        }
+    }
+    Cow::Owned(shown)
+}
+
+/// [`visible`] for a message that may span lines: each line is made visible, the newlines kept.
+pub fn visible_lines(text: &str) -> String {
+    text.split('\n').map(visible).collect::<Vec<_>>().join("\n")
+}
+
+fn is_control(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_exactly_and_in_units() {
+        assert_eq!(parse_size("16GiB"), Ok(16 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("1048576"), Ok(1048576));
+        assert_eq!(parse_size("9007199254740993"), Ok(9007199254740993), "exact beyond 2^53");
+        assert_eq!(parse_size("0"), Ok(0));
+        assert!(parse_positive_size("0").is_err());
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("12 parsecs").is_err());
+        assert!(parse_size("9223372036854775808").is_err());
+        assert!(parse_size("16777216TiB").is_err());
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human_size(0), "0 B");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(1024), "1 KiB");
+        assert_eq!(human_size(1536), "1.5 KiB");
+        assert_eq!(human_size(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
+        assert_eq!(human_size(225280), "220 KiB");
+        assert_eq!(human_size(-2048), "-2 KiB");
+        assert_eq!(hex_offset(655360), "0xa0000");
+        assert_eq!(ratio(0.303797), "0.304");
+    }
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(visible("train.py:42"), "train.py:42");
+        assert_eq!(visible("a\u{1b}[2Jb\u{7}"), "a\\x1b[2Jb\\x07");
+        assert_eq!(visible("x\u{9b}31m"), "x\\x9b31m");
+        assert_eq!(visible("two\nlines"), "two\\nlines");
+        assert_eq!(visible("\u{202e}txt.exe"), "\\u{202e}txt.exe");
+        assert_eq!(visible_lines("first \u{1b}\nsecond"), "first \\x1b\nsecond");
+        assert_eq!(visible("ünïcödé"), "ünïcödé");
+    }
+}
