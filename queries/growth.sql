@@ -5,7 +5,7 @@
 -- reached where a span starts).
 --
 -- @param run  text     the run (runs.run)
--- @param top  integer  at most this many rows
+-- @param top  integer  at most this many rows (default 20)
 --
 -- @column node          id     the node
 -- @column provenance    text   where the program asked for the allocations

@@ -3,7 +3,7 @@
 --
 -- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
 -- @param memory_id    integer  the memory (memories.memory_id)
--- @param top          integer  at most this many holes
+-- @param top          integer  at most this many holes (default 10)
 --
 -- @column offset         bytes  where the hole starts
 -- @column size           bytes  the hole's length

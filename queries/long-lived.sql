@@ -4,7 +4,7 @@
 -- per stretch of unchanged snapshots, not one per snapshot.
 --
 -- @param run  text     the run (runs.run)
--- @param top  integer  at most this many allocations
+-- @param top  integer  at most this many allocations (default 20)
 --
 -- @column node        id       the node that holds it
 -- @column uid         id       the allocation

@@ -4,7 +4,7 @@
 //!
 //! At most a few records are in flight at once (read, parsed or waiting for the writer: a window of
 //! tickets), so memory is bounded by the largest dumps, not by how many there are. Every record's
-//! fate (imported, unchanged, replaced, refused) is reported to the caller as an [`Event`] in input
+//! fate (imported, unchanged, replaced, refused) is reported to the caller as an [`ImportEvent`] in input
 //! order, so messages come out in a stable order. A panic while reading or parsing (a bug) is not
 //! taken for the end of the input: it becomes an error naming the file.
 
@@ -31,7 +31,7 @@ pub struct IngestOptions {
 
 /// Counts of one import or validate run.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct Summary {
+pub struct ImportSummary {
     /// Inputs (files, `-`) read.
     pub inputs: u64,
     /// Dumps that landed as new snapshots (for `validate`: dumps that passed).
@@ -55,11 +55,11 @@ pub struct Summary {
 
 /// One thing that happened, in input order.
 #[derive(Debug)]
-pub enum Event<'a> {
+pub enum ImportEvent<'a> {
     /// The inputs are known; `count` of them will be read.
     Inputs { count: u64 },
     /// One record is done; the summary so far.
-    Progress { summary: &'a Summary },
+    Progress { summary: &'a ImportSummary },
     /// One input has been read to its end.
     InputDone,
     /// A record or input was refused.
@@ -279,18 +279,18 @@ impl Pipeline {
     }
 }
 
-fn refused(summary: &mut Summary, error: &Error, report: &mut dyn FnMut(Event)) {
+fn refused(summary: &mut ImportSummary, error: &Error, report: &mut dyn FnMut(ImportEvent)) {
     summary.refused += 1;
-    report(Event::Refused { error });
+    report(ImportEvent::Refused { error });
 }
 
 /// Start reading: report the inputs and the paths that cannot be read at all.
-fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> (Summary, Pipeline) {
-    let mut summary = Summary::default();
+fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> (ImportSummary, Pipeline) {
+    let mut summary = ImportSummary::default();
     let pipeline = start(paths, options);
     summary.ignored_files = pipeline.ignored_files;
     summary.skipped = pipeline.skipped;
-    report(Event::Inputs { count: pipeline.inputs });
+    report(ImportEvent::Inputs { count: pipeline.inputs });
     for error in &pipeline.path_errors {
         refused(&mut summary, error, report);
     }
@@ -301,7 +301,7 @@ fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)
 ///
 /// Refused records are reported and counted; the others land. Only an error of the database itself
 /// (it cannot be written), or a failure of memstate itself, stops the run and is returned.
-pub fn import(database: &mut Database, paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> Result<Summary> {
+pub fn import(database: &mut Database, paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
     let started = Instant::now();
     let (mut summary, pipeline) = begin(paths, options, report);
     let db_display = database.display();
@@ -329,10 +329,10 @@ pub fn import(database: &mut Database, paths: &[String], options: IngestOptions,
             Item::Crashed(error) => return Err(error),
             Item::InputDone => {
                 summary.inputs += 1;
-                report(Event::InputDone);
+                report(ImportEvent::InputDone);
             }
         }
-        report(Event::Progress { summary: &summary });
+        report(ImportEvent::Progress { summary: &summary });
         Ok(())
     })?;
     summary.seconds = started.elapsed().as_secs_f64();
@@ -340,7 +340,7 @@ pub fn import(database: &mut Database, paths: &[String], options: IngestOptions,
 }
 
 /// Read and check every record under `paths` without a database.
-pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Event)) -> Result<Summary> {
+pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
     let started = Instant::now();
     let (mut summary, pipeline) = begin(paths, options, report);
     pipeline.run(&mut |item| {
@@ -354,10 +354,10 @@ pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut
             Item::Crashed(error) => return Err(error),
             Item::InputDone => {
                 summary.inputs += 1;
-                report(Event::InputDone);
+                report(ImportEvent::InputDone);
             }
         }
-        report(Event::Progress { summary: &summary });
+        report(ImportEvent::Progress { summary: &summary });
         Ok(())
     })?;
     summary.seconds = started.elapsed().as_secs_f64();

@@ -1,10 +1,14 @@
 //! The canned queries of `queries/`: embedded at build time, documented by their own comments
 //! (`@param` and `@column` lines, Perfetto style), listed by `memstate report --list` and run by
 //! `memstate report NAME -p key=value`. Each file also runs unchanged in the sqlite3 shell.
+//!
+//! Parameters take what the commands take: `snapshot_id=latest` or `RUN:NODE:SEQ`, `memory_id=`
+//! a memory id like `0x1e00000000000003`; a parameter documented with `(default N)` may be left out.
 
 use rusqlite::Connection;
 
-use super::{run as run_sql, Table};
+use super::output::Unit;
+use super::{collect, select, Table};
 use crate::error::{Error, Result};
 
 include!(concat!(env!("OUT_DIR"), "/queries.rs"));
@@ -15,6 +19,8 @@ pub struct Param {
     pub name: String,
     pub kind: String,
     pub doc: String,
+    /// The value used when the parameter is not given (`(default N)` in its doc).
+    pub default: Option<String>,
 }
 
 /// A documented output column: its unit (`bytes`, `count`, `ratio`, ...) and meaning.
@@ -52,7 +58,8 @@ fn parse(name: &'static str, sql: &'static str) -> Query {
         if let Some(rest) = line.strip_prefix("@param") {
             in_description = false;
             let (name, kind, doc) = split_doc(rest);
-            params.push(Param { name, kind, doc });
+            let default = doc.split_once("(default ").and_then(|(_, rest)| rest.split_once(')')).map(|(value, _)| value.trim().to_string());
+            params.push(Param { name, kind, doc, default });
         } else if let Some(rest) = line.strip_prefix("@column") {
             in_description = false;
             let (name, unit, doc) = split_doc(rest);
@@ -77,15 +84,67 @@ pub fn find(name: &str) -> Result<Query> {
     })
 }
 
-/// Run a canned query with `key=value` parameters; byte columns are marked for human display.
-pub fn run(conn: &Connection, query: &Query, parameters: &[(String, String)]) -> Result<Table> {
+/// The value to bind for one parameter: what the commands accept, turned into what the SQL wants.
+fn resolve(conn: &Connection, query: &Query, param: &Param, value: &str, given: &[(String, String)]) -> Result<String> {
+    let wrong = |why: String| Error::Usage(format!("{} -p {}={value:?}: {why}", query.name, param.name));
+    match param.name.as_str() {
+        "snapshot_id" if value.parse::<i64>().is_err() => Ok(select::one_snapshot(conn, value)?.to_string()),
+        "memory_id" if value.parse::<i64>().is_err() => {
+            let handle = select::memory_handle(value).ok_or_else(|| wrong("expected a memory id (0x1e00000000000003) or its number".to_string()))?;
+            let candidates: Vec<i64> = match given.iter().find(|(key, _)| key == "snapshot_id") {
+                Some((_, snapshot)) => {
+                    let snapshot_id = match snapshot.parse::<i64>() {
+                        Ok(id) => id,
+                        Err(_) => select::one_snapshot(conn, snapshot)?,
+                    };
+                    select::memory_ids(conn, snapshot_id, Some(&handle))?
+                }
+                None => {
+                    let mut statement = conn.prepare("SELECT memory_id FROM memories WHERE handle = ?1").map_err(super::query_error)?;
+                    let rows = statement.query_map([&handle], |row| row.get(0)).map_err(super::query_error)?;
+                    rows.collect::<rusqlite::Result<_>>().map_err(super::query_error)?
+                }
+            };
+            match candidates.as_slice() {
+                [one] => Ok(one.to_string()),
+                [] => Err(wrong("no such memory (see memstate memories)".to_string())),
+                several => Err(wrong(format!("{} memories have this id (on several nodes); give snapshot_id too, or memory_id as a number", several.len()))),
+            }
+        }
+        "run" => {
+            select::check_run(conn, value)?;
+            Ok(value.to_string())
+        }
+        _ if param.kind == "integer" && value.parse::<i64>().is_err() => Err(wrong("expected an integer".to_string())),
+        _ => Ok(value.to_string()),
+    }
+}
+
+/// Run a canned query with `key=value` parameters (defaults filled in, selectors resolved); the
+/// columns carry the units their documentation gives.
+pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]) -> Result<Table> {
     for (key, _) in parameters {
         if !query.params.iter().any(|param| &param.name == key) {
             let known: Vec<&str> = query.params.iter().map(|param| param.name.as_str()).collect();
             return Err(Error::Usage(format!("{} takes no parameter {key:?} (it takes: {})", query.name, known.join(", "))));
         }
     }
-    let table = run_sql(conn, query.sql, parameters)?;
-    let sizes: Vec<&str> = query.columns.iter().filter(|column| column.unit == "bytes").map(|column| column.name.as_str()).collect();
-    Ok(table.with_sizes(&sizes))
+    let mut bound = Vec::new();
+    for param in &query.params {
+        let value = match parameters.iter().find(|(key, _)| key == &param.name) {
+            Some((_, value)) => value.clone(),
+            None => match &param.default {
+                Some(default) => default.clone(),
+                None => {
+                    return Err(Error::Usage(format!("{} needs -p {}=VALUE ({}: {})", query.name, param.name, param.kind, param.doc)));
+                }
+            },
+        };
+        bound.push((param.name.clone(), resolve(conn, query, param, &value, parameters)?));
+    }
+    let mut table = collect(conn, query.sql, &bound)?;
+    for column in &query.columns {
+        table = table.with_unit(&[column.name.as_str()], Unit::of_doc(&column.unit, &column.name));
+    }
+    Ok(table)
 }

@@ -1,38 +1,39 @@
 //! The listings behind the `snapshots`, `memories`, `stats`, `allocations` and `trend` commands:
-//! SQL over the public views, with byte columns marked for human display.
+//! SQL over the public views; the columns' units come from their names (see `output::Unit`).
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::Connection;
 
-use super::{Cell, Table};
-use crate::error::{Error, Result};
-
-const FIGURE_SIZES: [&str; 9] = [
-    "capacity", "used_bytes", "free_bytes", "largest_hole", "reclaimable_bytes", "largest_reclaimable", "unaccounted_bytes", "size", "bytes",
-];
+use super::{query_error, Cell, Table};
+use crate::dump::State;
+use crate::error::Result;
 
 /// Run SQL with positional parameters and collect a table.
 fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table> {
-    let mut statement = conn.prepare(sql).map_err(|error| Error::Query(error.to_string()))?;
+    let mut statement = conn.prepare(sql).map_err(query_error)?;
     let columns: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
     let width = columns.len();
     let mut rows = Vec::new();
-    let mut cursor = statement.query(rusqlite::params_from_iter(parameters)).map_err(|error| Error::Query(error.to_string()))?;
-    while let Some(row) = cursor.next().map_err(|error| Error::Query(error.to_string()))? {
+    let mut cursor = statement.query(rusqlite::params_from_iter(parameters)).map_err(query_error)?;
+    while let Some(row) = cursor.next().map_err(query_error)? {
         let mut cells = Vec::with_capacity(width);
         for index in 0..width {
-            cells.push(Cell::from(row.get_ref(index).map_err(|error| Error::Query(error.to_string()))?));
+            cells.push(Cell::from(row.get_ref(index).map_err(query_error)?));
         }
         rows.push(cells);
     }
-    Ok(Table::new(columns, rows).with_sizes(&FIGURE_SIZES))
+    Ok(Table::new(columns, rows))
+}
+
+fn optional_text(value: Option<&str>) -> SqlValue {
+    value.map_or(SqlValue::Null, |value| SqlValue::Text(value.to_string()))
 }
 
 /// Every snapshot (of one run, or of all), with how many memories and allocations it holds.
-pub fn snapshots(conn: &Connection, run: Option<&str>) -> Result<Table> {
+pub fn snapshot_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
     table(
         conn,
-        "SELECT s.snapshot_id, s.run, s.node, s.seq, round(s.time_s, 6) AS time_s, s.reason,
+        "SELECT s.snapshot_id, s.run, s.node, s.seq, s.time_s, s.reason,
                 (SELECT count(*) FROM memory_stats m WHERE m.snapshot_id = s.snapshot_id) AS memories,
                 (SELECT sum(allocation_count) FROM memory_stats m WHERE m.snapshot_id = s.snapshot_id) AS allocations,
                 (SELECT count(*) FROM failed_requests f WHERE f.snapshot_id = s.snapshot_id) AS failed_requests,
@@ -40,12 +41,12 @@ pub fn snapshots(conn: &Connection, run: Option<&str>) -> Result<Table> {
          FROM snapshots s
          WHERE ?1 IS NULL OR s.run = ?1
          ORDER BY s.run, s.node, s.seq",
-        &[run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null)],
+        &[optional_text(run)],
     )
 }
 
 /// Every memory (of one run, or of all), with its capacity and how many snapshots show it.
-pub fn memories(conn: &Connection, run: Option<&str>) -> Result<Table> {
+pub fn memory_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
     table(
         conn,
         "SELECT m.memory_id, m.run, m.node, m.handle, m.kind, m.name,
@@ -54,41 +55,35 @@ pub fn memories(conn: &Connection, run: Option<&str>) -> Result<Table> {
          FROM memories m
          WHERE ?1 IS NULL OR m.run = ?1
          ORDER BY m.run, m.node, m.handle",
-        &[run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null)],
+        &[optional_text(run)],
     )
 }
 
 /// The figures of the given memories at the given snapshots (pairs of snapshot and memory ids).
-pub fn stats(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
-    let mut result: Option<Table> = None;
+pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
+    let sql = "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
+                      t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
+                      t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes
+               FROM memory_trend t WHERE t.snapshot_id = ?1 AND t.memory_id = ?2";
+    let columns = conn.prepare(sql).map_err(query_error)?.column_names().into_iter().map(str::to_string).collect();
+    let mut result = Table::new(columns, Vec::new());
     for &(snapshot_id, memory_id) in pairs {
-        let part = table(
-            conn,
-            "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
-                    t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, round(t.fragmentation, 5) AS fragmentation,
-                    t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes
-             FROM memory_trend t WHERE t.snapshot_id = ?1 AND t.memory_id = ?2",
-            &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)],
-        )?;
-        match result.as_mut() {
-            Some(table) => table.rows.extend(part.rows),
-            None => result = Some(part),
-        }
+        result.extend(table(conn, sql, &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)])?);
     }
-    result.ok_or_else(|| Error::Usage("no memory matches".to_string()))
+    Ok(result.compact(&["snapshot_id", "node", "seq", "handle", "kind", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"]))
 }
 
 /// Filters of the `allocations` command.
 #[derive(Debug, Clone, Default)]
 pub struct AllocationFilter {
     pub kind: Option<String>,
-    pub state: Option<String>,
+    pub state: Option<State>,
     /// A SQL LIKE pattern (`train.py:%`).
     pub provenance: Option<String>,
 }
 
 /// How to group allocations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GroupBy {
     Kind,
     State,
@@ -97,7 +92,7 @@ pub enum GroupBy {
 }
 
 /// Allocations of the given memories at one snapshot, filtered, largest first (or grouped).
-pub fn allocations(
+pub fn allocation_table(
     conn: &Connection,
     snapshot_id: i64,
     memory_ids: &[i64],
@@ -112,10 +107,11 @@ pub fn allocations(
     let mut parameters = vec![SqlValue::Integer(snapshot_id), SqlValue::Integer(top), SqlValue::Null, SqlValue::Text(ids)];
     let run_id: i64 = conn
         .query_row("SELECT run_id FROM snapshots WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0))
-        .map_err(|error| Error::Query(error.to_string()))?;
+        .map_err(query_error)?;
     parameters[2] = SqlValue::Integer(run_id);
     let mut conditions = "a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?4))".to_string();
-    for (column, operator, value) in [("kind", "=", &filter.kind), ("state", "=", &filter.state), ("provenance", "LIKE", &filter.provenance)] {
+    let state = filter.state.map(|state| state.as_str().to_string());
+    for (column, operator, value) in [("kind", "=", &filter.kind), ("state", "=", &state), ("provenance", "LIKE", &filter.provenance)] {
         if let Some(value) = value {
             parameters.push(SqlValue::Text(value.clone()));
             conditions.push_str(&format!(" AND a.{column} {operator} ?{}", parameters.len()));
@@ -148,25 +144,21 @@ pub fn allocations(
             )
         }
     };
-    let result = table(conn, &sql, &parameters)?;
-    Ok(result.with_sizes(&["size", "bytes", "largest"]))
+    table(conn, &sql, &parameters)
 }
 
 /// The figures of the matching memories across every snapshot (of one run, or of all).
-pub fn trend(conn: &Connection, memory: Option<&str>, run: Option<&str>) -> Result<Table> {
+pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -> Result<Table> {
     let handle = memory.and_then(super::select::memory_handle);
-    table(
+    let result = table(
         conn,
-        "SELECT run, node, seq, round(time_s, 6) AS time_s, reason, handle, kind, used_bytes, free_bytes, hole_count,
-                largest_hole, round(fragmentation, 5) AS fragmentation, reclaimable_bytes, largest_reclaimable
+        "SELECT run, node, seq, time_s, reason, handle, kind, used_bytes, free_bytes, hole_count,
+                largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable
          FROM memory_trend
          WHERE (?1 IS NULL OR run = ?1)
            AND (?2 IS NULL OR (handle = ?3 OR (?3 IS NULL AND kind = ?2)))
          ORDER BY run, node, handle, seq",
-        &[
-            run.map(|run| SqlValue::Text(run.to_string())).unwrap_or(SqlValue::Null),
-            memory.map(|memory| SqlValue::Text(memory.to_string())).unwrap_or(SqlValue::Null),
-            handle.map(SqlValue::Text).unwrap_or(SqlValue::Null),
-        ],
-    )
+        &[optional_text(run), optional_text(memory), optional_text(handle.as_deref())],
+    )?;
+    Ok(result.compact(&["node", "seq", "time_s", "handle", "kind", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"]))
 }

@@ -1,8 +1,10 @@
-//! Questions asked of the database: ad hoc SQL (read-only) and the result tables that every
-//! command prints through [`output`].
+//! Questions asked of the database: ad hoc SQL (read-only), the canned queries of `queries/`, the
+//! listings behind the commands, the selection of snapshots and memories, and the loaders of the
+//! analyses' inputs. Everything here reads the public views only. Results leave through [`output`].
 
 pub mod canned;
 pub mod listing;
+pub mod load;
 pub mod output;
 pub mod select;
 
@@ -11,7 +13,7 @@ use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 
-pub use output::{Format, Table};
+pub use output::{Format, Report, Table};
 
 /// One value of a result.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +23,32 @@ pub enum Cell {
     Real(f64),
     Text(String),
     Blob(Vec<u8>),
+    /// A nested value (a list of blockers, say): JSON in json, its text in csv and tables.
+    Json(serde_json::Value),
+}
+
+impl Cell {
+    pub fn text(text: impl Into<String>) -> Cell {
+        Cell::Text(text.into())
+    }
+
+    pub fn optional_text(text: Option<&str>) -> Cell {
+        text.map_or(Cell::Null, |text| Cell::Text(text.to_string()))
+    }
+
+    /// A count or size (they fit in i64: sizes are below 2^63 by validation).
+    pub fn count(value: u64) -> Cell {
+        Cell::Integer(i64::try_from(value).unwrap_or(i64::MAX))
+    }
+
+    pub fn optional_count(value: Option<u64>) -> Cell {
+        value.map_or(Cell::Null, Cell::count)
+    }
+}
+
+/// A database error while answering a question.
+pub(crate) fn query_error(error: rusqlite::Error) -> Error {
+    Error::Query(error.to_string())
 }
 
 impl From<ValueRef<'_>> for Cell {
@@ -63,7 +91,7 @@ pub fn parse_parameter(text: &str) -> Result<(String, String)> {
 /// Run one SQL statement with named parameters and collect its rows.
 ///
 /// On a read-only connection (see `db::open_read_only`) SQLite refuses anything that writes.
-pub fn run(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Result<Table> {
+pub fn collect(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Result<Table> {
     let mut columns = Vec::new();
     let mut rows = Vec::new();
     for_each_row(conn, sql, parameters, &mut |event| {

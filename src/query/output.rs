@@ -1,15 +1,20 @@
-//! Printing result tables: a readable table (prettytable-rs, sizes made human), or exact,
-//! machine-readable csv, json (an array of objects) and ndjson (one object per line).
+//! The one way results leave memstate: a [`Report`] is rows (a [`Table`] of typed cells) plus,
+//! where a table is not the best way to tell it, a rendering for people. [`emit`] writes it as a
+//! table (or that rendering) for people, or as exact csv, json or ndjson for programs.
 //!
-//! This is the only module that knows about prettytable. In csv and json every number is exact
-//! (sizes in bytes, reals with full precision) and NULL is empty (csv) or `null` (json).
+//! For people every figure goes through [`crate::units`]: sizes are human (`1.5 GiB`), offsets hex,
+//! ratios three decimals, and text is made visible (a dump cannot send escape sequences to the
+//! terminal). Tables fit the terminal: a compact set of columns unless asked for all, and long text
+//! shortened. This is the only module that knows about prettytable. In csv and json every number
+//! is exact (sizes in bytes, reals with full precision) and NULL is empty (csv) or `null` (json).
 
 use std::io::{self, Write};
 
 use super::Cell;
+use crate::units;
 
 /// How to print a result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     /// An aligned table for people; byte sizes shown as 1.5 GiB.
     #[default]
@@ -22,28 +27,78 @@ pub enum Format {
     Ndjson,
 }
 
-/// A result: named columns and rows of cells.
+/// How a column's values are shown to people (machine formats are always exact).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Plain,
+    /// Bytes: `1.5 GiB`.
+    Bytes,
+    /// An address inside a memory: hex.
+    Offset,
+    /// 0 to 1 (fragmentation, a share): three decimals.
+    Ratio,
+    /// Seconds: three decimals.
+    Seconds,
+}
+
+impl Unit {
+    /// The unit a column name announces, for results whose columns are not described otherwise
+    /// (ad hoc SQL over the views uses these names).
+    pub fn of_column(name: &str) -> Unit {
+        match name {
+            "capacity" | "used_bytes" | "free_bytes" | "largest_hole" | "reclaimable_bytes" | "largest_reclaimable"
+            | "unaccounted_bytes" | "size" | "bytes" | "largest" | "running_total" | "appeared_bytes" | "disappeared_bytes"
+            | "first_bytes" | "last_bytes" | "growth_bytes" | "peak_bytes" | "request_size" | "blocked_bytes" | "opens"
+            | "freed_bytes" | "size_class" => Unit::Bytes,
+            "offset" | "end_offset" | "window_offset" | "window_end" => Unit::Offset,
+            "fragmentation" | "share" | "share_of_free" => Unit::Ratio,
+            "time_s" | "lifetime_s" => Unit::Seconds,
+            _ => Unit::Plain,
+        }
+    }
+
+    /// The unit of a canned query's documented column unit (`bytes`, `ratio`, ...).
+    pub fn of_doc(unit: &str, name: &str) -> Unit {
+        match unit {
+            "bytes" if Unit::of_column(name) == Unit::Offset => Unit::Offset,
+            "bytes" => Unit::Bytes,
+            "ratio" => Unit::Ratio,
+            "seconds" => Unit::Seconds,
+            _ => Unit::of_column(name),
+        }
+    }
+}
+
+/// A result: named columns with their units, and rows of cells.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
     pub columns: Vec<String>,
+    pub units: Vec<Unit>,
     pub rows: Vec<Vec<Cell>>,
-    /// Columns holding byte counts, shown human-readable in the table format.
-    pub size_columns: Vec<bool>,
+    /// The columns people see by default (all when `None`); `--wide` or `--columns` show others.
+    pub compact: Option<Vec<String>>,
 }
 
 impl Table {
+    /// A table whose units come from its column names.
     pub fn new(columns: Vec<String>, rows: Vec<Vec<Cell>>) -> Table {
-        let size_columns = vec![false; columns.len()];
-        Table { columns, rows, size_columns }
+        let units = columns.iter().map(|name| Unit::of_column(name)).collect();
+        Table { columns, units, rows, compact: None }
     }
 
-    /// Mark the named columns as byte sizes.
-    pub fn with_sizes(mut self, names: &[&str]) -> Table {
+    /// Give the named columns a unit.
+    pub fn with_unit(mut self, names: &[&str], unit: Unit) -> Table {
         for (index, column) in self.columns.iter().enumerate() {
             if names.contains(&column.as_str()) {
-                self.size_columns[index] = true;
+                self.units[index] = unit;
             }
         }
+        self
+    }
+
+    /// The columns to show people by default.
+    pub fn compact(mut self, names: &[&str]) -> Table {
+        self.compact = Some(names.iter().map(|name| name.to_string()).collect());
         self
     }
 
@@ -51,54 +106,164 @@ impl Table {
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|column| column == name)
     }
+
+    /// Put columns with these values in front of every row.
+    pub fn prefixed(mut self, names: &[&str], values: &[Cell]) -> Table {
+        let mut columns: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        columns.append(&mut self.columns);
+        let mut units: Vec<Unit> = names.iter().map(|name| Unit::of_column(name)).collect();
+        units.append(&mut self.units);
+        let rows = self.rows.into_iter().map(|row| values.iter().cloned().chain(row).collect()).collect();
+        Table { columns, units, rows, compact: self.compact }
+    }
+
+    /// Add another table's rows (same columns).
+    pub fn extend(&mut self, other: Table) {
+        self.rows.extend(other.rows);
+    }
 }
 
-/// `1536` → `1.5 KiB`; below 1 KiB the exact count of bytes.
-pub fn human_size(bytes: i64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let magnitude = bytes.unsigned_abs();
-    if magnitude < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = magnitude as f64;
-    let mut unit = 0;
-    value /= 1024.0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    let sign = if bytes < 0 { "-" } else { "" };
-    let shown = if value >= 100.0 || (value.fract() * 10.0).round() == 0.0 || (value.fract() * 10.0).round() == 10.0 {
-        format!("{:.0}", value)
-    } else {
-        format!("{:.1}", value)
-    };
-    format!("{sign}{shown} {}", UNITS[unit])
+/// How people's tables are laid out.
+#[derive(Debug, Clone, Default)]
+pub struct Style {
+    /// The terminal's width, when writing to one: tables are fitted to it.
+    pub width: Option<usize>,
+    /// Every column, not the compact set.
+    pub wide: bool,
+    /// Exactly these columns.
+    pub columns: Option<Vec<String>>,
 }
 
-fn real_for_people(number: f64) -> String {
-    let text = format!("{number:.5}");
-    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
-    if trimmed.is_empty() || trimmed == "-" {
-        "0".to_string()
-    } else {
-        trimmed.to_string()
+/// What people read instead of the table, when a report is better told another way.
+pub type Human<'r> = Box<dyn Fn(&mut dyn Write, &Style) -> io::Result<()> + 'r>;
+
+/// A result for any format.
+pub struct Report<'r> {
+    pub table: Table,
+    pub human: Option<Human<'r>>,
+    /// What people read when there are no rows (default: "(no rows)").
+    pub empty: Option<String>,
+}
+
+impl<'r> Report<'r> {
+    pub fn table(table: Table) -> Report<'r> {
+        Report { table, human: None, empty: None }
     }
+
+    pub fn told(table: Table, human: impl Fn(&mut dyn Write, &Style) -> io::Result<()> + 'r) -> Report<'r> {
+        Report { table, human: Some(Box::new(human)), empty: None }
+    }
+
+    pub fn when_empty(mut self, message: impl Into<String>) -> Report<'r> {
+        self.empty = Some(message.into());
+        self
+    }
+}
+
+/// Write `report` in `format`.
+pub fn emit(report: &Report, format: Format, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+    match format {
+        Format::Table => match &report.human {
+            Some(human) => human(out, style),
+            None if report.table.rows.is_empty() => writeln!(out, "{}", report.empty.as_deref().unwrap_or("(no rows)")),
+            None => write_table(&report.table, style, out),
+        },
+        format => {
+            let mut stream = RowStream::start(&report.table.columns, format, out)?;
+            for row in &report.table.rows {
+                stream.row(row)?;
+            }
+            stream.finish()
+        }
+    }
+}
+
+/// A cell as people read it.
+pub fn for_people(cell: &Cell, unit: Unit) -> String {
+    match (cell, unit) {
+        (Cell::Null, _) => String::new(),
+        (Cell::Integer(number), Unit::Bytes) => units::human_size(*number),
+        (Cell::Integer(number), Unit::Offset) => units::hex_offset(*number),
+        (Cell::Integer(number), _) => number.to_string(),
+        (Cell::Real(number), Unit::Ratio) => units::ratio(*number),
+        (Cell::Real(number), Unit::Seconds) => units::seconds(*number),
+        (Cell::Real(number), Unit::Bytes) => units::human_size(number.round() as i64),
+        (Cell::Real(number), _) => {
+            let text = format!("{number:.3}");
+            text.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+        (Cell::Text(text), _) => units::visible(text).into_owned(),
+        (Cell::Blob(bytes), _) => hex(bytes),
+        (Cell::Json(value), _) => units::visible(&value.to_string()).into_owned(),
+    }
+}
+
+/// The indices of the columns people see.
+fn shown_columns(table: &Table, style: &Style) -> Vec<usize> {
+    let pick = |names: &[String]| -> Vec<usize> { names.iter().filter_map(|name| table.column(name)).collect() };
+    match (&style.columns, &table.compact) {
+        (Some(names), _) => pick(names),
+        (None, Some(names)) if !style.wide => pick(names),
+        _ => (0..table.columns.len()).collect(),
+    }
+}
+
+/// Shorten `text` to `width` characters, marking the cut.
+fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{kept}…")
+}
+
+fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+    use prettytable::format::{Alignment, FormatBuilder, LinePosition, LineSeparator};
+    use prettytable::{Cell as PrettyCell, Row};
+    let shown = shown_columns(table, style);
+    let mut cells: Vec<Vec<String>> =
+        table.rows.iter().map(|row| shown.iter().map(|&index| for_people(&row[index], table.units[index])).collect()).collect();
+    let titles: Vec<String> = shown.iter().map(|&index| table.columns[index].clone()).collect();
+    // Fit the terminal: shorten the widest text columns (never below 12 characters) until the
+    // table fits or nothing more can be shortened.
+    if let Some(width) = style.width {
+        let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
+        for row in &cells {
+            for (column, text) in row.iter().enumerate() {
+                widths[column] = widths[column].max(text.chars().count());
+            }
+        }
+        let total = |widths: &[usize]| widths.iter().map(|width| width + 2).sum::<usize>();
+        let is_text = |column: usize| table.units[shown[column]] == Unit::Plain;
+        while total(&widths) > width {
+            let widest = (0..widths.len()).filter(|&column| is_text(column) && widths[column] > 12).max_by_key(|&column| widths[column]);
+            let Some(column) = widest else { break };
+            let excess = total(&widths) - width;
+            widths[column] = (widths[column] - excess).max(12);
+            for row in &mut cells {
+                row[column] = shorten(&row[column], widths[column]);
+            }
+        }
+    }
+    let mut pretty = prettytable::Table::new();
+    pretty.set_format(FormatBuilder::new().column_separator(' ').separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' ')).padding(0, 1).build());
+    pretty.set_titles(Row::new(titles.iter().map(|title| PrettyCell::new(title)).collect()));
+    for (row, texts) in table.rows.iter().zip(&cells) {
+        let line = shown
+            .iter()
+            .zip(texts)
+            .map(|(&index, text)| match row[index] {
+                Cell::Integer(_) | Cell::Real(_) => PrettyCell::new_align(text, Alignment::RIGHT),
+                _ => PrettyCell::new(text),
+            })
+            .collect();
+        pretty.add_row(Row::new(line));
+    }
+    pretty.print(out).map(|_| ())
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn cell_for_people(cell: &Cell, is_size: bool) -> String {
-    match cell {
-        Cell::Null => String::new(),
-        Cell::Integer(number) if is_size => human_size(*number),
-        Cell::Integer(number) => number.to_string(),
-        Cell::Real(number) => real_for_people(*number),
-        Cell::Text(text) => text.clone(),
-        Cell::Blob(bytes) => hex(bytes),
-    }
 }
 
 fn cell_exact(cell: &Cell) -> String {
@@ -108,6 +273,7 @@ fn cell_exact(cell: &Cell) -> String {
         Cell::Real(number) => number.to_string(),
         Cell::Text(text) => text.clone(),
         Cell::Blob(bytes) => hex(bytes),
+        Cell::Json(value) => value.to_string(),
     }
 }
 
@@ -118,6 +284,7 @@ fn cell_json(cell: &Cell) -> serde_json::Value {
         Cell::Real(number) => serde_json::Number::from_f64(*number).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null),
         Cell::Text(text) => serde_json::Value::String(text.clone()),
         Cell::Blob(bytes) => serde_json::Value::String(hex(bytes)),
+        Cell::Json(value) => value.clone(),
     }
 }
 
@@ -136,64 +303,20 @@ fn json_object(columns: &[String], row: &[Cell]) -> String {
     text
 }
 
-/// Print `table` in `format`.
-pub fn render(table: &Table, format: Format, out: &mut dyn Write) -> io::Result<()> {
-    match format {
-        Format::Table => {
-            use prettytable::format::{FormatBuilder, LinePosition, LineSeparator};
-            use prettytable::{Cell as PrettyCell, Row};
-            let mut pretty = prettytable::Table::new();
-            pretty.set_format(
-                FormatBuilder::new()
-                    .column_separator(' ')
-                    .separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' '))
-                    .padding(0, 1)
-                    .build(),
-            );
-            pretty.set_titles(Row::new(table.columns.iter().map(|column| PrettyCell::new(column)).collect()));
-            for row in &table.rows {
-                let cells = row
-                    .iter()
-                    .zip(&table.size_columns)
-                    .map(|(cell, &is_size)| {
-                        let text = cell_for_people(cell, is_size);
-                        match cell {
-                            Cell::Integer(_) | Cell::Real(_) => PrettyCell::new_align(&text, prettytable::format::Alignment::RIGHT),
-                            _ => PrettyCell::new(&text),
-                        }
-                    })
-                    .collect();
-                pretty.add_row(Row::new(cells));
-            }
-            if table.rows.is_empty() {
-                writeln!(out, "(no rows)")
-            } else {
-                pretty.print(out).map(|_| ())
-            }
-        }
-        format => {
-            let mut stream = RowStream::start(&table.columns, format, Box::new(out))?;
-            for row in &table.rows {
-                stream.row(row)?;
-            }
-            stream.finish()
-        }
-    }
-}
-
 /// Exact, machine-readable output written row by row (csv, json, ndjson), so a result of any size
 /// is never held in memory.
-pub struct RowStream<'w> {
+pub struct RowStream<W: Write> {
     columns: Vec<String>,
     format: Format,
-    csv: Option<csv::Writer<Box<dyn Write + 'w>>>,
-    out: Option<Box<dyn Write + 'w>>,
+    csv: Option<csv::Writer<W>>,
+    out: Option<W>,
     rows: u64,
 }
 
-impl<'w> RowStream<'w> {
-    /// Begin: the csv header, or the opening bracket of a json array. `format` must not be table.
-    pub fn start(columns: &[String], format: Format, mut out: Box<dyn Write + 'w>) -> io::Result<RowStream<'w>> {
+impl<W: Write> RowStream<W> {
+    /// Begin: the csv header, or the opening bracket of a json array. A table format is written as
+    /// ndjson (callers that stream do not print tables).
+    pub fn start(columns: &[String], format: Format, mut out: W) -> io::Result<RowStream<W>> {
         let mut stream = RowStream { columns: columns.to_vec(), format, csv: None, out: None, rows: 0 };
         match format {
             Format::Csv => {
@@ -212,7 +335,7 @@ impl<'w> RowStream<'w> {
 
     pub fn row(&mut self, cells: &[Cell]) -> io::Result<()> {
         if let Some(writer) = self.csv.as_mut() {
-            writer.write_record(cells.iter().map(cell_exact)).map_err(io::Error::other)?;
+            writer.write_record(cells.iter().map(cell_exact)).map_err(csv_error)?;
         } else if let Some(out) = self.out.as_mut() {
             let object = json_object(&self.columns, cells);
             match self.format {
@@ -238,18 +361,10 @@ impl<'w> RowStream<'w> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human_size(0), "0 B");
-        assert_eq!(human_size(1023), "1023 B");
-        assert_eq!(human_size(1024), "1 KiB");
-        assert_eq!(human_size(1536), "1.5 KiB");
-        assert_eq!(human_size(3 * 1024 * 1024 * 1024 / 2), "1.5 GiB");
-        assert_eq!(human_size(225280), "220 KiB");
-        assert_eq!(human_size(-2048), "-2 KiB");
+/// csv wraps I/O errors: unwrap them, so that a closed pipe is still seen as one.
+fn csv_error(error: csv::Error) -> io::Error {
+    match error.into_kind() {
+        csv::ErrorKind::Io(error) => error,
+        other => io::Error::other(format!("{other:?}")),
     }
 }

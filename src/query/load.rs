@@ -1,0 +1,187 @@
+//! Loading the analyses' inputs from the public views: a memory's layout at a snapshot, failed
+//! requests, a snapshot's allocations for a diff, a figure's series across a run. Every question
+//! here is about one snapshot, one memory or one run, and the views answer it through indexes.
+
+use rusqlite::{params, Connection};
+
+use super::query_error;
+use crate::analysis::{AllocationInfo, Layout, Placed, Request, Series};
+use crate::dump::{Range, State};
+use crate::error::{Error, Result};
+
+fn to_u64(value: i64) -> u64 {
+    value.max(0) as u64
+}
+
+/// A state read from a view (which only ever shows the four names).
+fn state(text: &str) -> rusqlite::Result<State> {
+    State::parse(text).ok_or_else(|| rusqlite::Error::InvalidColumnType(0, format!("state {text:?}"), rusqlite::types::Type::Text))
+}
+
+/// One memory at one snapshot: its figures, holes and allocations (with their client objects).
+pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Layout> {
+    let (mut loaded, run_id) = conn
+        .query_row(
+            "SELECT s.run, s.node, s.seq, s.time_ns, m.handle, m.kind, ms.capacity, ms.alignment, ms.free_bytes, ms.largest_hole,
+                    ms.largest_reclaimable, ms.holes_listed, s.run_id
+             FROM memory_stats ms
+             JOIN snapshots s ON s.snapshot_id = ms.snapshot_id
+             JOIN memories m ON m.memory_id = ms.memory_id
+             WHERE ms.snapshot_id = ?1 AND ms.memory_id = ?2",
+            params![snapshot_id, memory_id],
+            |row| {
+                Ok((
+                    Layout {
+                        snapshot_id,
+                        memory_id,
+                        run: row.get(0)?,
+                        node: row.get(1)?,
+                        seq: row.get(2)?,
+                        time_ns: row.get(3)?,
+                        handle: row.get(4)?,
+                        kind: row.get(5)?,
+                        capacity: to_u64(row.get(6)?),
+                        alignment: row.get::<_, Option<i64>>(7)?.map(to_u64),
+                        free_bytes: to_u64(row.get(8)?),
+                        largest_hole: to_u64(row.get(9)?),
+                        largest_reclaimable: to_u64(row.get(10)?),
+                        holes_listed: row.get(11)?,
+                        holes: Vec::new(),
+                        allocations: Vec::new(),
+                    },
+                    row.get::<_, i64>(12)?,
+                ))
+            },
+        )
+        .map_err(|error| match error {
+            rusqlite::Error::QueryReturnedNoRows => Error::Usage(format!("memory {memory_id} is not in snapshot {snapshot_id}")),
+            other => query_error(other),
+        })?;
+    let mut statement = conn
+        .prepare(
+            "SELECT a.uid, a.handle, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
+                    (SELECT group_concat(o.object_id || coalesce(' (' || ob.name || ')', ''), ', ')
+                     FROM (SELECT DISTINCT object_id FROM allocation_objects ao WHERE ao.run_id = ?3 AND ao.uid = a.uid) o
+                     LEFT JOIN objects ob ON ob.run_id = ?3 AND ob.object_id = o.object_id)
+             FROM allocations a
+             WHERE a.snapshot_id = ?1 AND a.memory_id = ?2
+             ORDER BY a.offset, a.size",
+        )
+        .map_err(query_error)?;
+    loaded.allocations = statement
+        .query_map(params![snapshot_id, memory_id, run_id], |row| {
+            let objects: Option<String> = row.get(8)?;
+            Ok(AllocationInfo {
+                uid: row.get(0)?,
+                handle: row.get(1)?,
+                kind: row.get(2)?,
+                state: state(&row.get::<_, String>(3)?)?,
+                offset: to_u64(row.get(4)?),
+                size: to_u64(row.get(5)?),
+                provenance: row.get(6)?,
+                label: row.get(7)?,
+                objects: objects.map(|text| text.split(", ").map(str::to_string).collect()).unwrap_or_default(),
+            })
+        })
+        .map_err(query_error)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(query_error)?;
+    let mut statement = conn.prepare("SELECT offset, size FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2 ORDER BY offset").map_err(query_error)?;
+    loaded.holes = statement
+        .query_map(params![snapshot_id, memory_id], |row| Ok(Range { offset: to_u64(row.get(0)?), size: to_u64(row.get(1)?) }))
+        .map_err(query_error)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(query_error)?;
+    Ok(loaded)
+}
+
+/// Every failed request of the given snapshots, in order.
+pub fn failed_requests(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Request>> {
+    let mut statement = conn
+        .prepare(
+            "SELECT memory_id, size, coalesce(alignment, 1), kind, provenance, time_ns, note FROM failed_requests
+             WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
+        )
+        .map_err(query_error)?;
+    let mut requests = Vec::new();
+    for &snapshot_id in snapshot_ids {
+        let rows = statement
+            .query_map([snapshot_id], |row| {
+                Ok(Request {
+                    snapshot_id,
+                    memory_id: row.get(0)?,
+                    size: to_u64(row.get(1)?),
+                    alignment: to_u64(row.get(2)?).max(1),
+                    kind: row.get(3)?,
+                    provenance: row.get(4)?,
+                    time_ns: row.get(5)?,
+                    note: row.get(6)?,
+                })
+            })
+            .map_err(query_error)?;
+        for row in rows {
+            requests.push(row.map_err(query_error)?);
+        }
+    }
+    Ok(requests)
+}
+
+/// A snapshot's allocations with their memory's handle (what a diff compares).
+pub fn placed(conn: &Connection, snapshot_id: i64) -> Result<Vec<Placed>> {
+    let mut statement = conn
+        .prepare(
+            "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance
+             FROM allocations a JOIN memories m ON m.memory_id = a.memory_id WHERE a.snapshot_id = ?1",
+        )
+        .map_err(query_error)?;
+    let rows = statement
+        .query_map([snapshot_id], |row| {
+            Ok(Placed {
+                handle: row.get(0)?,
+                allocation: AllocationInfo {
+                    uid: row.get(1)?,
+                    handle: None,
+                    kind: row.get(2)?,
+                    state: state(&row.get::<_, String>(3)?)?,
+                    offset: to_u64(row.get(4)?),
+                    size: to_u64(row.get(5)?),
+                    provenance: row.get(6)?,
+                    label: None,
+                    objects: Vec::new(),
+                },
+            })
+        })
+        .map_err(query_error)?;
+    rows.collect::<rusqlite::Result<_>>().map_err(query_error)
+}
+
+/// One line per memory of `run` (those `memory_ids` when given) of the figure in column `y` of
+/// `memory_trend` against column `x`, and the x of each `oom` snapshot.
+pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y: &str, x: &str) -> Result<(Vec<Series>, Vec<f64>)> {
+    let column = y;
+    let ids = memory_ids.map(|ids| serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string()));
+    let sql = format!(
+        "SELECT node, handle, kind, {x}, {column}, reason FROM memory_trend
+         WHERE run = ?1 AND (?2 IS NULL OR memory_id IN (SELECT value FROM json_each(?2)))
+         ORDER BY node, handle, seq"
+    );
+    let mut statement = conn.prepare(&sql).map_err(query_error)?;
+    let rows = statement
+        .query_map(params![run, ids], |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, f64>(3)?, row.get::<_, f64>(4)?, row.get::<_, String>(5)?))
+        })
+        .map_err(query_error)?;
+    let mut series: Vec<Series> = Vec::new();
+    let mut ooms = Vec::new();
+    for row in rows {
+        let (node, handle, kind, x, y, reason) = row.map_err(query_error)?;
+        match series.last_mut() {
+            Some(last) if last.node == node && last.handle == handle => last.points.push((x, y)),
+            _ => series.push(Series { node, handle, kind, points: vec![(x, y)] }),
+        }
+        if reason == "oom" && !ooms.contains(&x) {
+            ooms.push(x);
+        }
+    }
+    Ok((series, ooms))
+}
