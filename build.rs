@@ -1,13 +1,38 @@
-//! Embeds every canned query of queries/ into the binary (a generated list of include_str!), and
-//! rebuilds when a query or a migration changes.
+//! Embeds every canned query of queries/ into the binary (a generated list of include_str!),
+//! rebuilds when a query or a migration changes, and names the commit the binary is built from
+//! (`memstate --version`).
 
 use std::fs;
 use std::path::Path;
+use std::process::Command;
+
+/// The commit and its date, when built from a git checkout.
+fn commit() -> Option<String> {
+    let git = |args: &[&str]| -> Option<String> {
+        let output = Command::new("git").args(args).output().ok()?;
+        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()).filter(|text| !text.is_empty())
+    };
+    let hash = git(&["rev-parse", "--short=12", "HEAD"])?;
+    let date = git(&["show", "-s", "--format=%cs", "HEAD"]).unwrap_or_default();
+    Some(format!("commit {hash} {date}"))
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=migrations");
     println!("cargo:rerun-if-changed=queries");
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    // A new commit moves the branch HEAD points to: watch both (not the index, which changes on
+    // every `git add` and would rebuild everything).
+    let head = Path::new(&root).join(".git/HEAD");
+    if head.exists() {
+        println!("cargo:rerun-if-changed=.git/HEAD");
+        if let Some(branch) = fs::read_to_string(&head).ok().and_then(|text| text.strip_prefix("ref: ").map(|name| name.trim().to_string())) {
+            println!("cargo:rerun-if-changed=.git/{branch}");
+        }
+    }
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    let built_from = commit().unwrap_or_else(|| "built outside a git checkout".to_string());
+    println!("cargo:rustc-env=MEMSTATE_VERSION={version} ({built_from})");
     let folder = Path::new(&root).join("queries");
     let mut names: Vec<String> = fs::read_dir(&folder)
         .map(|entries| {

@@ -1,19 +1,23 @@
-//! The command line: clap definitions only, no logic. `main.rs` turns these into library calls.
+//! The command line: clap definitions only, no logic. The library's enums get their command-line
+//! names here (the library does not know clap); `commands` turns these into library calls.
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
-use memstate::query::Format;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use memstate::units::parse_positive_size;
+
+const AFTER_HELP: &str = "The database is --db PATH, else $MEMSTATE_DB, else memstate.db in the current folder.
+Exit status: 0 when everything worked, 1 when some input was refused, 2 for a usage or environment error.";
 
 /// Import memory state dumps of a task runtime (Legion/Realm, Legate) into a SQLite database, and
 /// ask it about holes, fragmentation and live allocations across a run's snapshots.
 #[derive(Debug, Parser)]
-#[command(name = "memstate", version, propagate_version = true, max_term_width = 100)]
-#[command(after_help = "Exit status: 0 when everything worked, 1 when some input was refused, 2 for a usage or environment error.")]
+#[command(name = "memstate", version = env!("MEMSTATE_VERSION"), propagate_version = true, max_term_width = 100)]
+#[command(after_help = AFTER_HELP)]
 pub struct Cli {
-    /// The database file (created by `import` when missing).
-    #[arg(long, global = true, env = "MEMSTATE_DB", default_value = "memstate.db", value_name = "PATH")]
-    pub db: PathBuf,
+    /// The database file (created by `import` when missing) [default: $MEMSTATE_DB, else memstate.db].
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 
     #[command(subcommand)]
     pub command: Command,
@@ -27,7 +31,8 @@ pub enum Command {
     /// wrong) and skipped while the others land. The same dump imported again is skipped; a
     /// different dump with the same run, node and seq is refused unless --replace. Reads .json,
     /// .ndjson and .jsonl files, plain or compressed with gzip (.gz) or zstd (.zst), and side
-    /// annotations files. Exit status 1 when anything was refused.
+    /// annotations files. Inside folders, links to folders and files that are not regular files
+    /// (FIFOs, sockets, devices) are skipped. Exit status 1 when anything was refused.
     Import(ImportArgs),
 
     /// Check dumps without a database: the same checks as import.
@@ -95,6 +100,53 @@ pub enum Command {
 
     /// Draw a trend chart of a figure across a run's snapshots as SVG, one line per memory.
     Plot(PlotArgs),
+
+    /// Print a shell completion script: memstate completions bash > /etc/bash_completion.d/memstate
+    Completions(CompletionsArgs),
+
+    /// Print the manual page (roff): memstate man > memstate.1; man ./memstate.1
+    Man,
+}
+
+/// Output formats (the library's `query::Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum FormatArg {
+    /// An aligned table for people: sizes as 1.5 GiB, offsets in hex, fitted to the terminal.
+    #[default]
+    Table,
+    /// Comma-separated values with a header row; exact numbers.
+    Csv,
+    /// One JSON array of objects; exact numbers, NULL as null.
+    Json,
+    /// One JSON object per line; exact numbers, NULL as null.
+    Ndjson,
+}
+
+impl From<FormatArg> for memstate::query::Format {
+    fn from(format: FormatArg) -> Self {
+        match format {
+            FormatArg::Table => memstate::query::Format::Table,
+            FormatArg::Csv => memstate::query::Format::Csv,
+            FormatArg::Json => memstate::query::Format::Json,
+            FormatArg::Ndjson => memstate::query::Format::Ndjson,
+        }
+    }
+}
+
+/// How results are printed.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Output format: a table for people, or exact csv, json or ndjson for programs.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
+
+    /// Show every column of wide tables (by default a compact set fitted to the terminal).
+    #[arg(long)]
+    pub wide: bool,
+
+    /// Show these columns of the table, in this order: --columns node,seq,largest_hole.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub columns: Option<Vec<String>>,
 }
 
 #[derive(Debug, Args)]
@@ -110,12 +162,12 @@ pub struct ReadArgs {
     /// The largest one dump (a .json file, or a line of a stream) may be once decompressed; a
     /// larger one is refused and skipped. Bounds memory on any input: about 2-3 dumps of this size
     /// are in memory at once at most.
-    #[arg(long, default_value = "1GiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    #[arg(long, default_value = "1GiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub max_dump_size: u64,
 
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
 
     /// Do not show a progress bar even on a terminal.
     #[arg(long, short)]
@@ -148,9 +200,46 @@ pub struct SqlArgs {
     #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
 
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// How the simulator lays out its dumps (the library's `sim::FileLayout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum FileLayoutArg {
+    /// One .json file per dump, in a folder per node.
+    #[default]
+    Files,
+    /// One .ndjson stream per node, a dump per line.
+    Stream,
+}
+
+impl From<FileLayoutArg> for memstate::sim::FileLayout {
+    fn from(layout: FileLayoutArg) -> Self {
+        match layout {
+            FileLayoutArg::Files => memstate::sim::FileLayout::Files,
+            FileLayoutArg::Stream => memstate::sim::FileLayout::Stream,
+        }
+    }
+}
+
+/// Compression of the simulator's files (the library's `sim::Compression`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum CompressionArg {
+    #[default]
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl From<CompressionArg> for memstate::sim::Compression {
+    fn from(compression: CompressionArg) -> Self {
+        match compression {
+            CompressionArg::None => memstate::sim::Compression::None,
+            CompressionArg::Gzip => memstate::sim::Compression::Gzip,
+            CompressionArg::Zstd => memstate::sim::Compression::Zstd,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -176,15 +265,15 @@ pub struct SimulateArgs {
     pub gpus: usize,
 
     /// Capacity of each GPU framebuffer, e.g. 16GiB.
-    #[arg(long, default_value = "1GiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    #[arg(long, default_value = "1GiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub gpu_capacity: u64,
 
     /// Capacity of each node's SYSTEM_MEM.
-    #[arg(long, default_value = "4GiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    #[arg(long, default_value = "4GiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub system_capacity: u64,
 
     /// Capacity of each node's Z_COPY_MEM.
-    #[arg(long, default_value = "64MiB", value_parser = memstate::sim::parse_size, value_name = "SIZE")]
+    #[arg(long, default_value = "64MiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub zcopy_capacity: u64,
 
     /// Steps to simulate (a step is a millisecond of the run).
@@ -204,20 +293,20 @@ pub struct SimulateArgs {
     pub no_intern: bool,
 
     /// A file per dump, or one ndjson stream per node.
-    #[arg(long, value_enum, default_value_t = memstate::sim::Layout::Files)]
-    pub layout: memstate::sim::Layout,
+    #[arg(long, value_enum, default_value_t = FileLayoutArg::Files)]
+    pub layout: FileLayoutArg,
 
     /// Compress the files.
-    #[arg(long, value_enum, default_value_t = memstate::sim::Compression::None)]
-    pub compression: memstate::sim::Compression,
+    #[arg(long, value_enum, default_value_t = CompressionArg::None)]
+    pub compression: CompressionArg,
 
     /// Keep going after an out-of-memory error (the mapper backs off from that task).
     #[arg(long)]
     pub continue_after_oom: bool,
 
     /// Print the summary in this format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub format: FormatArg,
 
     /// Do not show a progress bar even on a terminal.
     #[arg(long, short)]
@@ -235,16 +324,9 @@ pub struct SnapshotArg {
 /// Which memories: a Realm memory id, or a kind.
 #[derive(Debug, Args)]
 pub struct MemoryArg {
-    /// A memory id (0x1e00000000000003 or 1e00000000000003) or a kind (GPU_FB_MEM); default: all.
+    /// A memory id (0x1e00000000000003 or 1e00000000000003) or a memory kind (GPU_FB_MEM); default: all.
     #[arg(long, short = 'm', value_name = "MEMORY")]
     pub memory: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct FormatArg {
-    /// Output format: a table for people (human sizes), or exact csv, json or ndjson.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -264,7 +346,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub run: Option<String>,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -274,7 +356,7 @@ pub struct StatsArgs {
     #[command(flatten)]
     pub memory: MemoryArg,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -285,9 +367,49 @@ pub struct HolesArgs {
     pub memory: MemoryArg,
     /// At most this many holes per memory.
     #[arg(long, default_value_t = 10)]
-    pub top: i64,
+    pub top: u32,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
+}
+
+/// Allocation states (the library's `dump::State`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateArg {
+    Valid,
+    Collectable,
+    PendingFree,
+    PendingAlloc,
+}
+
+impl From<StateArg> for memstate::dump::State {
+    fn from(state: StateArg) -> Self {
+        match state {
+            StateArg::Valid => memstate::dump::State::Valid,
+            StateArg::Collectable => memstate::dump::State::Collectable,
+            StateArg::PendingFree => memstate::dump::State::PendingFree,
+            StateArg::PendingAlloc => memstate::dump::State::PendingAlloc,
+        }
+    }
+}
+
+/// How to group allocations (the library's `query::listing::GroupBy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GroupByArg {
+    Kind,
+    State,
+    Provenance,
+    Object,
+}
+
+impl From<GroupByArg> for memstate::query::listing::GroupBy {
+    fn from(group: GroupByArg) -> Self {
+        match group {
+            GroupByArg::Kind => memstate::query::listing::GroupBy::Kind,
+            GroupByArg::State => memstate::query::listing::GroupBy::State,
+            GroupByArg::Provenance => memstate::query::listing::GroupBy::Provenance,
+            GroupByArg::Object => memstate::query::listing::GroupBy::Object,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -299,20 +421,20 @@ pub struct AllocationsArgs {
     /// Only allocations of this kind (instance, future, deferred_buffer, pool...).
     #[arg(long)]
     pub kind: Option<String>,
-    /// Only allocations in this state (valid, collectable, pending_free, pending_alloc).
-    #[arg(long)]
-    pub state: Option<String>,
+    /// Only allocations in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateArg>,
     /// Only allocations whose provenance matches this SQL LIKE pattern (train.py:%).
     #[arg(long)]
     pub provenance: Option<String>,
     /// Group by kind, state, provenance or client object: counts and bytes.
     #[arg(long, value_enum)]
-    pub by: Option<memstate::query::listing::GroupBy>,
+    pub by: Option<GroupByArg>,
     /// At most this many rows.
     #[arg(long, default_value_t = 50)]
-    pub top: i64,
+    pub top: u32,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -323,7 +445,7 @@ pub struct TrendArgs {
     #[arg(long)]
     pub run: Option<String>,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -333,7 +455,7 @@ pub struct DiffArgs {
     /// The later snapshot (an id or RUN:NODE:SEQ).
     pub after: String,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -341,24 +463,30 @@ pub struct OomArgs {
     /// Only these snapshots (latest, an id or RUN:NODE:SEQ); default: every snapshot with a failed request.
     #[arg(long, short = 's', value_name = "SNAPSHOT")]
     pub snapshot: Option<String>,
+    /// List every blocking allocation, not small ones grouped.
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct BlockersArgs {
     /// The request's size: bytes or a human size (300000, 512MiB).
-    #[arg(long, value_parser = memstate::sim::parse_size)]
+    #[arg(long, value_parser = parse_positive_size)]
     pub size: u64,
     /// The request's alignment in bytes (default: the memory's alignment, else 1).
-    #[arg(long, value_parser = memstate::sim::parse_size)]
+    #[arg(long, value_parser = parse_positive_size)]
     pub alignment: Option<u64>,
     #[command(flatten)]
     pub snapshot: SnapshotArg,
     #[command(flatten)]
     pub memory: MemoryArg,
+    /// List every blocking allocation, not small ones grouped.
+    #[arg(long)]
+    pub all: bool,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -369,11 +497,11 @@ pub struct ReportArgs {
     /// List the canned queries with their parameters and columns.
     #[arg(long)]
     pub list: bool,
-    /// Bind a parameter: -p snapshot_id=3 binds :snapshot_id.
+    /// Bind a parameter: -p snapshot_id=3 (or latest, or RUN:NODE:SEQ), -p memory_id=0x1e00000000000003.
     #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
     #[command(flatten)]
-    pub format: FormatArg,
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -394,25 +522,75 @@ pub struct MapArgs {
     /// Letters instead of colours (also when the output is not a terminal, or NO_COLOR is set).
     #[arg(long)]
     pub no_color: bool,
-    /// Width of the terminal bars in cells.
-    #[arg(long, default_value_t = 100)]
-    pub width: usize,
+    /// Width of the terminal bars in cells (default: the terminal's width).
+    #[arg(long)]
+    pub width: Option<usize>,
+}
+
+/// The figure of a chart (the library's `viz::plot::Metric`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MetricArg {
+    Used,
+    Free,
+    LargestHole,
+    Fragmentation,
+    Reclaimable,
+    LargestReclaimable,
+}
+
+impl From<MetricArg> for memstate::viz::plot::Metric {
+    fn from(metric: MetricArg) -> Self {
+        use memstate::viz::plot::Metric;
+        match metric {
+            MetricArg::Used => Metric::Used,
+            MetricArg::Free => Metric::Free,
+            MetricArg::LargestHole => Metric::LargestHole,
+            MetricArg::Fragmentation => Metric::Fragmentation,
+            MetricArg::Reclaimable => Metric::Reclaimable,
+            MetricArg::LargestReclaimable => Metric::LargestReclaimable,
+        }
+    }
+}
+
+/// A chart's x axis (the library's `viz::plot::XAxis`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum XAxisArg {
+    /// Seconds since the run started.
+    Time,
+    /// The snapshot's sequence number.
+    Seq,
+}
+
+impl From<XAxisArg> for memstate::viz::plot::XAxis {
+    fn from(axis: XAxisArg) -> Self {
+        match axis {
+            XAxisArg::Time => memstate::viz::plot::XAxis::Time,
+            XAxisArg::Seq => memstate::viz::plot::XAxis::Seq,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// The figure to plot.
-    #[arg(long, value_enum, default_value_t = memstate::viz::plot::Metric::Fragmentation)]
-    pub metric: memstate::viz::plot::Metric,
+    #[arg(long, value_enum, default_value_t = MetricArg::Fragmentation)]
+    pub metric: MetricArg,
     #[command(flatten)]
     pub memory: MemoryArg,
     /// The run (default: the run of the most recently imported snapshot).
     #[arg(long)]
     pub run: Option<String>,
     /// The x axis: seconds since the run started, or snapshot sequence numbers.
-    #[arg(long = "x", value_enum, default_value_t = memstate::viz::plot::XAxis::Time)]
-    pub x_axis: memstate::viz::plot::XAxis,
-    /// The SVG file to write.
+    #[arg(long = "x", value_enum, default_value_t = XAxisArg::Time)]
+    pub x_axis: XAxisArg,
+    /// The SVG file to write (the name must end in .svg).
     #[arg(long, value_name = "FILE.svg")]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }

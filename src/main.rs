@@ -18,10 +18,12 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    match commands::run(cli) {
+    match commands::dispatch(cli) {
         Ok(code) => ExitCode::from(code),
+        // `memstate holes | head`: the reader has what it wanted.
+        Err(error) if error.is_closed_output() => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error}");
+            eprintln!("{}", commands::error_line(&error));
             ExitCode::from(error.exit_code() as u8)
         }
     }

@@ -1,0 +1,116 @@
+//! `memstate demo`: simulate a run that ends in an out-of-memory error, import it, and tell what
+//! happened: the OOM report, the failed memory's trend, the map and the chart, and what to try next.
+
+
+use memstate::ingest::{self, IngestOptions};
+use memstate::query::{listing, select, Cell, Report, Table};
+use memstate::units::visible;
+use memstate::viz::{html, plot};
+use memstate::{db, sim, Error, Result};
+
+use super::{map, oom, say, Printer};
+use crate::cli::{DemoArgs, FormatArg};
+
+/// How to run memstate again from here: `memstate` when installed, else the cargo command that
+/// built this binary (after `cargo run` the binary is not on the PATH).
+fn invocation() -> String {
+    let exe = std::env::current_exe().ok().map(|path| path.display().to_string()).unwrap_or_default();
+    if exe.contains("/target/release/") {
+        "cargo run --release --".to_string()
+    } else if exe.contains("/target/debug/") {
+        "cargo run --".to_string()
+    } else {
+        "memstate".to_string()
+    }
+}
+
+pub fn run(args: &DemoArgs) -> Result<u8> {
+    let dumps = args.dir.join("dumps");
+    let db_path = args.dir.join("memstate.db");
+    let config = sim::Config { seed: args.seed, run_id: format!("demo-seed{}", args.seed), ..Default::default() };
+    let simulated = sim::simulate(&config, &dumps, &mut |_| {})?;
+    say(&[format!(
+        "Simulated run {}: {} nodes x {} GPUs, {} steps, {} dumps ({} allocations) written to {}",
+        config.run_id,
+        config.nodes,
+        config.gpus_per_node,
+        simulated.steps,
+        simulated.dumps,
+        simulated.allocations,
+        visible(&dumps.display().to_string())
+    )])?;
+    let mut database = db::open(&db_path)?;
+    let summary = ingest::import(&mut database, &[dumps.display().to_string()], IngestOptions::default(), &mut |_| {})?;
+    say(&[format!(
+        "Imported {} dumps ({} allocations), {} unchanged (skipped), {} refused into {}",
+        summary.imported + summary.replaced,
+        summary.allocations,
+        summary.unchanged,
+        summary.refused,
+        visible(&db_path.display().to_string())
+    )])?;
+    database.finish()?;
+    let database = db::open_read_only(&db_path)?;
+    let conn = &database.conn;
+    let findings: Vec<_> = oom::findings(conn, &select::oom_snapshots(conn, None)?)?.into_iter().filter(|finding| finding.run == config.run_id).collect();
+    say(&[String::new()])?;
+    Printer::with_format(FormatArg::Table).print(&Report::told(oom::finding_table(&findings), |out, style| {
+        for finding in &findings {
+            oom::describe_finding(finding, style, out)?;
+            writeln!(out)?;
+        }
+        Ok(())
+    }))?;
+    let Some(finding) = findings.first() else {
+        say(&["(this seed ended without an out-of-memory error)".to_string()])?;
+        return Ok(0);
+    };
+    // The failed memory's figures over the node's last snapshots.
+    let trend = listing::trend_table(conn, Some(&finding.handle), Some(&config.run_id))?;
+    let wanted = ["node", "seq", "time_s", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"];
+    let indices: Vec<usize> = wanted.iter().filter_map(|name| trend.column(name)).collect();
+    let node_column = trend.column("node");
+    let rows: Vec<Vec<Cell>> = trend
+        .rows
+        .iter()
+        .filter(|row| node_column.is_some_and(|index| row[index] == Cell::Integer(finding.node)))
+        .map(|row| indices.iter().map(|&index| row[index].clone()).collect())
+        .collect();
+    let shown: Vec<Vec<Cell>> = rows.iter().skip(rows.len().saturating_sub(8)).cloned().collect();
+    let table = Table::new(wanted.iter().map(|name| name.to_string()).collect(), shown);
+    say(&[format!("Fragmentation trend of {} on node {} (last {} snapshots):", finding.handle, finding.node, table.rows.len())])?;
+    Printer::with_format(FormatArg::Table).print(&Report::table(table))?;
+    say(&[String::new()])?;
+    // The pictures: the memory map of the run's last snapshots and the fragmentation trend.
+    let map_path = args.dir.join("map.html");
+    let plot_path = args.dir.join("fragmentation.svg");
+    let ids = select::snapshots_between(conn, finding.snapshot_id.saturating_sub(10), finding.snapshot_id)?;
+    let frames = map::frames(conn, &ids, Some("GPU_FB_MEM"))?;
+    let page = html::render(&format!("memstate map of run {} up to the OOM", config.run_id), &frames);
+    std::fs::write(&map_path, page).map_err(|error| Error::write(&map_path, error))?;
+    let gpus = select::run_memory_ids(conn, &config.run_id, Some("GPU_FB_MEM"))?;
+    let (series, ooms) = memstate::query::load::trend_series(conn, &config.run_id, Some(&gpus), plot::Metric::Fragmentation.column(), plot::XAxis::Time.column())?;
+    let svg = plot::render_svg(&config.run_id, &series, &ooms, plot::Metric::Fragmentation, plot::XAxis::Time)?;
+    std::fs::write(&plot_path, svg).map_err(|error| Error::write(&plot_path, error))?;
+    say(&[
+        format!(
+            "Open {} (memory map: zoom, pan, hover) and {} (fragmentation over time).",
+            visible(&map_path.display().to_string()),
+            visible(&plot_path.display().to_string())
+        ),
+        String::new(),
+    ])?;
+    let me = invocation();
+    let db = visible(&db_path.display().to_string()).into_owned();
+    say(&[
+        "Try next:".to_string(),
+        format!("  {me} --db {db} oom                                  # the report above, also --format json"),
+        format!("  {me} --db {db} holes --memory GPU_FB_MEM            # largest holes of every GPU"),
+        format!("  {me} --db {db} allocations --by provenance          # who holds the memory"),
+        format!("  {me} --db {db} trend --memory GPU_FB_MEM --format csv"),
+        format!("  {me} --db {db} map --memory GPU_FB_MEM              # the layout in the terminal"),
+        format!("  {me} --db {db} report --list                        # canned queries"),
+        format!("  sqlite3 {db} 'SELECT * FROM memory_trend LIMIT 5'       # or any SQL over the views"),
+    ])?;
+    Ok(0)
+}

@@ -1,0 +1,93 @@
+//! `memstate import` and `memstate validate`: read dumps (with a progress bar on a terminal and
+//! refusals printed as they happen), then a one-line summary or its exact machine form.
+
+use std::path::Path;
+
+use indicatif::ProgressBar;
+use memstate::dump::read::Limits;
+use memstate::ingest::{self, ImportEvent, ImportSummary, IngestOptions};
+use memstate::query::{Cell, Report, Table};
+use memstate::{db, Result};
+
+use super::{error_line, progress_bar, Printer};
+use crate::cli::{ImportArgs, ReadArgs, ValidateArgs};
+
+const BAR: &str = "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} inputs  {msg}";
+
+/// Feed pipeline events to a progress bar; refusals are printed above it as they happen.
+fn show_events(bar: &ProgressBar) -> impl FnMut(ImportEvent) + '_ {
+    move |event| match event {
+        ImportEvent::Inputs { count } => bar.set_length(count),
+        ImportEvent::InputDone => bar.inc(1),
+        ImportEvent::Progress { summary } => bar.set_message(format!(
+            "{} dumps, {} allocations, {} refused",
+            summary.imported + summary.replaced + summary.unchanged,
+            summary.allocations,
+            summary.refused
+        )),
+        ImportEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
+    }
+}
+
+fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
+    IngestOptions { strict: args.strict, replace, limits: Limits { max_dump_size: args.max_dump_size } }
+}
+
+/// The summary: one row for programs, one line for people.
+fn summary_report<'r>(summary: &'r ImportSummary, verb: &'r str, db: Option<&'r Path>) -> Report<'r> {
+    let columns = ["inputs", "imported", "replaced", "unchanged", "refused", "annotations", "allocations", "ignored_files", "skipped", "seconds"];
+    let row = vec![
+        Cell::count(summary.inputs),
+        Cell::count(summary.imported),
+        Cell::count(summary.replaced),
+        Cell::count(summary.unchanged),
+        Cell::count(summary.refused),
+        Cell::count(summary.annotations),
+        Cell::count(summary.allocations),
+        Cell::count(summary.ignored_files),
+        Cell::count(summary.skipped),
+        Cell::Real(summary.seconds),
+    ];
+    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    Report::told(table, move |out, _| {
+        let mut line = format!("{verb} {} dumps ({} allocations)", summary.imported + summary.replaced, summary.allocations);
+        if summary.replaced > 0 {
+            line.push_str(&format!(", {} of them replacing earlier ones", summary.replaced));
+        }
+        line.push_str(&format!(", {} unchanged (skipped), {} refused", summary.unchanged, summary.refused));
+        if summary.annotations > 0 {
+            line.push_str(&format!(", {} annotations files", summary.annotations));
+        }
+        if summary.ignored_files > 0 {
+            line.push_str(&format!(", {} non-dump files ignored", summary.ignored_files));
+        }
+        if summary.skipped > 0 {
+            line.push_str(&format!(", {} entries skipped (not regular files, or links to folders)", summary.skipped));
+        }
+        line.push_str(&format!(" from {} inputs in {:.2} s", summary.inputs, summary.seconds));
+        if let Some(path) = db {
+            line.push_str(&format!(" into {}", memstate::units::visible(&path.display().to_string())));
+        }
+        writeln!(out, "{line}")
+    })
+}
+
+pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
+    let mut database = db::open(db_path)?;
+    let bar = progress_bar(args.read.quiet, BAR);
+    let summary = ingest::import(&mut database, &args.read.paths, options(&args.read, args.replace), &mut show_events(&bar));
+    bar.finish_and_clear();
+    let summary = summary?;
+    database.finish()?;
+    Printer::with_format(args.read.format).print(&summary_report(&summary, "imported", Some(db_path)))?;
+    Ok(if summary.refused > 0 { 1 } else { 0 })
+}
+
+pub fn validate(args: &ValidateArgs) -> Result<u8> {
+    let bar = progress_bar(args.read.quiet, BAR);
+    let summary = ingest::validate(&args.read.paths, options(&args.read, false), &mut show_events(&bar));
+    bar.finish_and_clear();
+    let summary = summary?;
+    Printer::with_format(args.read.format).print(&summary_report(&summary, "valid:", None))?;
+    Ok(if summary.refused > 0 { 1 } else { 0 })
+}

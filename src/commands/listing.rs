@@ -1,0 +1,123 @@
+//! The listings: `snapshots`, `memories`, `stats`, `holes`, `allocations` and `trend`.
+
+use std::path::Path;
+
+use memstate::query::listing::{self, AllocationFilter};
+use memstate::query::{canned, load, select, Cell, Report, Table};
+use memstate::units::{human, ratio, visible};
+use memstate::{db, Result};
+
+use super::Printer;
+use crate::cli::{AllocationsArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
+
+pub fn snapshots(db_path: &Path, args: &RunArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    if let Some(run) = &args.run {
+        select::check_run(&database.conn, run)?;
+    }
+    Printer::new(&args.output).print(&Report::table(listing::snapshot_table(&database.conn, args.run.as_deref())?))?;
+    Ok(0)
+}
+
+pub fn memories(db_path: &Path, args: &RunArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    if let Some(run) = &args.run {
+        select::check_run(&database.conn, run)?;
+    }
+    Printer::new(&args.output).print(&Report::table(listing::memory_table(&database.conn, args.run.as_deref())?))?;
+    Ok(0)
+}
+
+pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let pairs = select::pairs(&database.conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
+    Printer::new(&args.output).print(&Report::table(listing::stats_table(&database.conn, &pairs)?))?;
+    Ok(0)
+}
+
+pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let query = canned::find("largest-holes")?;
+    let mut sections = Vec::new();
+    let mut combined: Option<Table> = None;
+    for (snapshot_id, memory_id) in select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())? {
+        let layout = load::layout(conn, snapshot_id, memory_id)?;
+        let parameters = vec![
+            ("snapshot_id".to_string(), snapshot_id.to_string()),
+            ("memory_id".to_string(), memory_id.to_string()),
+            ("top".to_string(), args.top.to_string()),
+        ];
+        let table = canned::execute(conn, &query, &parameters)?;
+        let header = format!(
+            "{} node {} seq {} (snapshot {snapshot_id}), {} {}: {} free in {} holes, largest {}, fragmentation {}",
+            visible(&layout.run),
+            layout.node,
+            layout.seq,
+            visible(&layout.kind),
+            layout.handle,
+            human(layout.free_bytes),
+            layout.holes.len(),
+            human(layout.largest_hole),
+            ratio(layout.fragmentation())
+        );
+        let prefixed = table.clone().prefixed(&["snapshot_id", "handle"], &[Cell::Integer(snapshot_id), Cell::text(layout.handle.clone())]);
+        match combined.as_mut() {
+            Some(all) => all.extend(prefixed),
+            None => combined = Some(prefixed),
+        }
+        sections.push((header, table));
+    }
+    let printer = Printer::new(&args.output);
+    let Some(combined) = combined else { return Ok(0) };
+    let report = Report::told(combined, |out, style| {
+        for (header, table) in &sections {
+            writeln!(out, "{header}")?;
+            memstate::query::output::emit(&Report::table(table.clone()), memstate::query::Format::Table, style, out)?;
+            writeln!(out)?;
+        }
+        Ok(())
+    });
+    printer.print(&report)?;
+    Ok(0)
+}
+
+pub fn allocations(db_path: &Path, args: &AllocationsArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    if let Some(memory) = &args.memory.memory {
+        select::check_memory_selector(conn, memory)?;
+    }
+    let snapshot_ids = select::snapshot_ids(conn, &args.snapshot.snapshot)?;
+    if let Some(kind) = &args.kind {
+        select::check_allocation_kind(conn, &snapshot_ids, kind)?;
+    }
+    let filter = AllocationFilter { kind: args.kind.clone(), state: args.state.map(Into::into), provenance: args.provenance.clone() };
+    let mut combined: Option<Table> = None;
+    for snapshot_id in snapshot_ids {
+        let memory_ids = select::memory_ids(conn, snapshot_id, args.memory.memory.as_deref())?;
+        let table = listing::allocation_table(conn, snapshot_id, &memory_ids, &filter, args.by.map(Into::into), i64::from(args.top))?
+            .prefixed(&["snapshot_id"], &[Cell::Integer(snapshot_id)]);
+        match combined.as_mut() {
+            Some(all) => all.extend(table),
+            None => combined = Some(table),
+        }
+    }
+    if let Some(table) = combined {
+        Printer::new(&args.output).print(&Report::table(table))?;
+    }
+    Ok(0)
+}
+
+pub fn trend(db_path: &Path, args: &TrendArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    if let Some(memory) = &args.memory.memory {
+        select::check_memory_selector(&database.conn, memory)?;
+    }
+    if let Some(run) = &args.run {
+        select::check_run(&database.conn, run)?;
+    }
+    let table = listing::trend_table(&database.conn, args.memory.memory.as_deref(), args.run.as_deref())?;
+    Printer::new(&args.output).print(&Report::table(table))?;
+    Ok(0)
+}

@@ -1,0 +1,133 @@
+//! What each command does, one module per command (its arguments come from `cli`, its `run`
+//! here), and what they share: where the database is, the one way results are printed (every
+//! line to standard output goes through [`Printer`]), messages on standard error, progress bars.
+
+mod blockers;
+mod completions;
+mod demo;
+mod diff;
+mod import;
+mod listing;
+mod map;
+mod oom;
+mod plot;
+mod report;
+mod simulate;
+mod sql;
+
+use std::io::{self, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use memstate::query::output::{emit, Style};
+use memstate::query::{Format, Report};
+use memstate::units::visible_lines;
+use memstate::{Error, Result};
+
+use crate::cli::{Cli, Command, FormatArg, OutputArgs};
+
+/// Run the command; the exit status for outcomes that are not errors (1 when some input was refused).
+pub fn dispatch(cli: Cli) -> Result<u8> {
+    let db = database_path(cli.db.as_deref());
+    match cli.command {
+        Command::Import(args) => import::import(&db, &args),
+        Command::Validate(args) => import::validate(&args),
+        Command::Sql(args) => sql::run(&db, &args),
+        Command::Simulate(args) => simulate::run(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Snapshots(args) => listing::snapshots(&db, &args),
+        Command::Memories(args) => listing::memories(&db, &args),
+        Command::Stats(args) => listing::stats(&db, &args),
+        Command::Holes(args) => listing::holes(&db, &args),
+        Command::Allocations(args) => listing::allocations(&db, &args),
+        Command::Trend(args) => listing::trend(&db, &args),
+        Command::Diff(args) => diff::run(&db, &args),
+        Command::Oom(args) => oom::run(&db, &args),
+        Command::Blockers(args) => blockers::run(&db, &args),
+        Command::Report(args) => report::run(&db, &args),
+        Command::Map(args) => map::run(&db, &args),
+        Command::Plot(args) => plot::run(&db, &args),
+        Command::Completions(args) => completions::completions(&args),
+        Command::Man => completions::man(),
+    }
+}
+
+/// `--db`, else `$MEMSTATE_DB` (when set and not empty), else `memstate.db`.
+fn database_path(given: Option<&Path>) -> PathBuf {
+    if let Some(path) = given {
+        return path.to_path_buf();
+    }
+    match std::env::var_os("MEMSTATE_DB") {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => PathBuf::from("memstate.db"),
+    }
+}
+
+/// The width of the terminal standard output is, if it is one.
+fn terminal_width() -> Option<usize> {
+    if !io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills a winsize on a terminal file descriptor and touches nothing else.
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    let found = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0;
+    if found {
+        Some(usize::from(size.ws_col))
+    } else {
+        std::env::var("COLUMNS").ok().and_then(|columns| columns.parse().ok())
+    }
+}
+
+/// Where results go and how.
+pub struct Printer {
+    format: Format,
+    style: Style,
+}
+
+impl Printer {
+    pub fn new(args: &OutputArgs) -> Printer {
+        Printer { format: args.format.into(), style: Style { width: terminal_width(), wide: args.wide, columns: args.columns.clone() } }
+    }
+
+    /// For commands that only choose a format.
+    pub fn with_format(format: FormatArg) -> Printer {
+        Printer { format: format.into(), style: Style { width: terminal_width(), wide: false, columns: None } }
+    }
+
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Print a report to standard output.
+    pub fn print(&self, report: &Report) -> Result<()> {
+        let mut out = io::stdout().lock();
+        emit(report, self.format, &self.style, &mut out).map_err(Error::Output)?;
+        out.flush().map_err(Error::Output)
+    }
+}
+
+/// Write lines for people to standard output.
+pub fn say(lines: &[String]) -> Result<()> {
+    let mut out = io::stdout().lock();
+    for line in lines {
+        writeln!(out, "{line}").map_err(Error::Output)?;
+    }
+    out.flush().map_err(Error::Output)
+}
+
+/// An error as people read it on standard error (control characters of dump text made visible).
+pub fn error_line(error: &Error) -> String {
+    format!("error: {}", visible_lines(&error.to_string()))
+}
+
+/// A progress bar on stderr; indicatif hides it when stderr is not a terminal.
+fn progress_bar(quiet: bool, template: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

@@ -1,0 +1,52 @@
+//! `memstate plot`: a trend chart of a figure across a run's snapshots, as SVG.
+
+use std::path::Path;
+
+use memstate::query::{load, select, Cell, Report, Table};
+use memstate::units::visible;
+use memstate::viz::plot::{self, Metric, XAxis};
+use memstate::{db, Error, Result};
+
+use super::Printer;
+use crate::cli::{FormatArg, PlotArgs};
+
+pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
+    let is_svg = args.out.extension().is_some_and(|extension| extension.eq_ignore_ascii_case("svg"));
+    if !is_svg {
+        return Err(Error::Usage(format!(
+            "--out {}: charts are written as SVG; name the file .svg (convert it with any SVG tool, e.g. rsvg-convert, for PNG)",
+            args.out.display()
+        )));
+    }
+    let database = db::open_read_only(db_path)?;
+    let conn = &database.conn;
+    let run = match &args.run {
+        Some(run) => {
+            select::check_run(conn, run)?;
+            run.clone()
+        }
+        None => select::latest_run(conn)?,
+    };
+    let memory_ids = match &args.memory.memory {
+        Some(memory) => {
+            select::check_memory_selector(conn, memory)?;
+            Some(select::run_memory_ids(conn, &run, Some(memory))?)
+        }
+        None => None,
+    };
+    let (metric, x_axis): (Metric, XAxis) = (args.metric.into(), args.x_axis.into());
+    let (series, ooms) = load::trend_series(conn, &run, memory_ids.as_deref(), metric.column(), x_axis.column())?;
+    if series.is_empty() {
+        return Err(Error::Usage(format!("no memory of run {run:?} matches {:?}", args.memory.memory.as_deref().unwrap_or("(all)"))));
+    }
+    let svg = plot::render_svg(&run, &series, &ooms, metric, x_axis)?;
+    std::fs::write(&args.out, svg.as_bytes()).map_err(|error| Error::write(&args.out, error))?;
+    let columns = ["file", "lines", "oom_marks"];
+    let row = vec![Cell::text(args.out.display().to_string()), Cell::count(series.len() as u64), Cell::count(ooms.len() as u64)];
+    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    let report = Report::told(table, |out, _| {
+        writeln!(out, "wrote {} ({} lines, {} oom marks)", visible(&args.out.display().to_string()), series.len(), ooms.len())
+    });
+    Printer::with_format(FormatArg::Table).print(&report)?;
+    Ok(0)
+}

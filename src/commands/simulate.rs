@@ -1,0 +1,70 @@
+//! `memstate simulate`: write a realistic run of dumps.
+
+use std::time::Instant;
+
+use memstate::query::{Cell, Report, Table};
+use memstate::sim::{self, SimulationEvent};
+use memstate::units::{human, visible};
+use memstate::Result;
+
+use super::{progress_bar, Printer};
+use crate::cli::SimulateArgs;
+
+pub fn run(args: &SimulateArgs) -> Result<u8> {
+    let config = sim::Config {
+        seed: args.seed,
+        run_id: args.run_id.clone(),
+        nodes: args.nodes,
+        gpus_per_node: args.gpus,
+        gpu_capacity: args.gpu_capacity,
+        system_capacity: args.system_capacity,
+        zcopy_capacity: args.zcopy_capacity,
+        steps: args.steps,
+        dump_every: args.dump_every,
+        intensity: args.intensity,
+        intern: !args.no_intern,
+        layout: args.layout.into(),
+        compression: args.compression.into(),
+        continue_after_oom: args.continue_after_oom,
+    };
+    let bar = progress_bar(args.quiet, "{spinner} [{elapsed_precise}] {bar:30} step {pos}/{len}");
+    let started = Instant::now();
+    let summary = sim::simulate(&config, &args.out, &mut |event| match event {
+        SimulationEvent::Started { steps } => bar.set_length(steps),
+        SimulationEvent::Step { step } => bar.set_position(step),
+    });
+    bar.finish_and_clear();
+    let summary = summary?;
+    let seconds = started.elapsed().as_secs_f64();
+    let columns = ["run", "dumps", "allocations", "bytes", "steps", "oom_dumps", "collections", "deferred_allocations", "seconds"];
+    let row = vec![
+        Cell::text(summary.run_id.clone()),
+        Cell::count(summary.dumps),
+        Cell::count(summary.allocations),
+        Cell::count(summary.bytes),
+        Cell::count(summary.steps),
+        Cell::count(summary.oom_dumps),
+        Cell::count(summary.collections),
+        Cell::count(summary.deferred_allocations),
+        Cell::Real(seconds),
+    ];
+    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    let report = Report::told(table, |out, _| {
+        writeln!(
+            out,
+            "wrote {} dumps ({} allocations, {}) of run {} to {} in {:.2} s: {} steps, {} oom dumps, {} instances collected, {} deferred allocations",
+            summary.dumps,
+            summary.allocations,
+            human(summary.bytes),
+            visible(&summary.run_id),
+            visible(&args.out.display().to_string()),
+            seconds,
+            summary.steps,
+            summary.oom_dumps,
+            summary.collections,
+            summary.deferred_allocations,
+        )
+    });
+    Printer::with_format(args.format).print(&report)?;
+    Ok(0)
+}
