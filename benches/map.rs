@@ -36,9 +36,9 @@ fn main() {
     for _ in 0..5 {
         let started = Instant::now();
         let database = memstate::db::open_read_only(&db_path).expect("bench: open read-only");
-        let snapshot = memstate::query::select::snapshots(&database.conn, "latest").expect("bench: snapshot")[0];
-        let memory = memstate::query::select::memories(&database.conn, snapshot, None).expect("bench: memory")[0];
-        let layout = memstate::analysis::load_layout(&database.conn, snapshot, memory).expect("bench: layout");
+        let snapshot = memstate::query::select::snapshot_ids(&database.conn, "latest").expect("bench: snapshot")[0];
+        let memory = memstate::query::select::memory_ids(&database.conn, snapshot, None).expect("bench: memory")[0];
+        let layout = memstate::query::load::layout(&database.conn, snapshot, memory).expect("bench: layout");
         let page = memstate::viz::html::render("bench", &[memstate::viz::html::Frame { label: "bench".into(), layouts: vec![layout] }]);
         std::fs::write(dir.path().join("map.html"), &page).expect("bench: write page");
         times.push(started.elapsed().as_secs_f64());

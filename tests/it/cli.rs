@@ -162,7 +162,8 @@ fn sql_prints_exact_machine_readable_output() {
     let lines: Vec<Value> = run("ndjson").lines().map(|line| serde_json::from_str(line).unwrap()).collect();
     assert_eq!(lines, json.as_array().unwrap().clone());
     let table = run("table");
-    assert!(table.contains("uid") && table.contains("future 0 of task 42") && table.contains("262144"), "{table}");
+    // For people: sizes human, ratios with three decimals.
+    assert!(table.contains("uid") && table.contains("future 0 of task 42") && table.contains("256 KiB") && table.contains("0.304"), "{table}");
     // A parameter the query needs but was not given is a usage error.
     memstate().arg("--db").arg(&db).args(["sql", query]).assert().code(2);
 }

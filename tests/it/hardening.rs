@@ -28,20 +28,31 @@ fn have(program: &str, why: &str) -> bool {
     found
 }
 
-/// The peak resident memory (MiB) of a child process run to its end.
+/// The exit status, peak resident memory (MiB) and standard error of a child run to its end. The
+/// peak is the child's own VmHWM, read while it runs (wait4's ru_maxrss would count the memory of
+/// this test process, which the child is spawned from, before its exec).
 fn peak_mib(command: &mut Command) -> (i32, f64, String) {
-    let child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    let pid = child.id() as libc::pid_t;
-    let mut stderr = child.stderr.unwrap();
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut text = String::new();
         std::io::Read::read_to_string(&mut stderr, &mut text).ok();
         text
     });
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    (libc::WEXITSTATUS(status), usage.ru_maxrss as f64 / 1024.0, reader.join().unwrap())
+    let mut peak_kib = 0u64;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file) {
+            if let Some(kib) = text.lines().find_map(|line| line.strip_prefix("VmHWM:")).and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok()) {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    (status.code().unwrap_or(-1), peak_kib as f64 / 1024.0, reader.join().unwrap())
 }
 
 fn sha(path: &Path) -> Vec<u8> {

@@ -29,7 +29,7 @@ fn run(db: &Path, name: &str, parameters: &[(&str, &str)]) -> (Vec<String>, Vec<
     let database = memstate::db::open_read_only(db).unwrap();
     let query = canned::find(name).unwrap();
     let parameters: Vec<(String, String)> = parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    let table = canned::run(&database.conn, &query, &parameters).unwrap();
+    let table = canned::execute(&database.conn, &query, &parameters).unwrap();
     (table.columns, table.rows)
 }
 
@@ -39,7 +39,7 @@ fn same(cell: &Cell, expected: &str) -> bool {
         Cell::Integer(number) => expected.parse::<i64>() == Ok(*number),
         Cell::Real(number) => expected.parse::<f64>().is_ok_and(|value| (value - number).abs() < 1e-9),
         Cell::Text(text) => text == expected,
-        Cell::Blob(_) => false,
+        Cell::Blob(_) | Cell::Json(_) => false,
     }
 }
 
@@ -200,7 +200,7 @@ fn queries_run_unchanged_in_the_sqlite3_shell() {
                     Cell::Integer(number) => value.as_i64() == Some(*number),
                     Cell::Real(number) => value.as_f64().is_some_and(|shown| (shown - number).abs() < 1e-9),
                     Cell::Text(text) => value.as_str() == Some(text.as_str()),
-                    Cell::Blob(_) => false,
+                    Cell::Blob(_) | Cell::Json(_) => false,
                 };
                 assert!(agrees, "{} column {column}: sqlite3 says {value}, memstate {cell:?}", query.name);
             }

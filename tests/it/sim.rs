@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use memstate::sim::{simulate, Compression, Config, Layout};
+use memstate::sim::{simulate, Compression, Config, FileLayout};
 
 use crate::common::scalar;
 
@@ -42,10 +42,10 @@ fn the_same_seed_gives_byte_identical_output_and_another_seed_does_not() {
 fn every_layout_and_encoding_validates_and_imports() {
     let dir = tempfile::tempdir().unwrap();
     for (index, (layout, compression, intern)) in [
-        (Layout::Files, Compression::None, true),
-        (Layout::Files, Compression::Gzip, false),
-        (Layout::Stream, Compression::Zstd, true),
-        (Layout::Stream, Compression::None, false),
+        (FileLayout::Files, Compression::None, true),
+        (FileLayout::Files, Compression::Gzip, false),
+        (FileLayout::Stream, Compression::Zstd, true),
+        (FileLayout::Stream, Compression::None, false),
     ]
     .into_iter()
     .enumerate()
@@ -55,7 +55,7 @@ fn every_layout_and_encoding_validates_and_imports() {
         let summary = simulate(&config, &folder, &mut |_| {}).unwrap();
         let paths = vec![folder.display().to_string()];
         let validated = memstate::ingest::validate(&paths, Default::default(), &mut |event| {
-            if let memstate::ingest::Event::Refused { error } = event {
+            if let memstate::ingest::ImportEvent::Refused { error } = event {
                 panic!("{error}");
             }
         })
@@ -68,7 +68,7 @@ fn every_layout_and_encoding_validates_and_imports() {
         let imported = memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
         assert_eq!((imported.refused, imported.imported), (0, summary.dumps));
         // Strict mode too: the simulator writes nothing outside the format.
-        let strict = memstate::ingest::validate(&paths, memstate::ingest::IngestOptions { strict: true, replace: false }, &mut |_| {}).unwrap();
+        let strict = memstate::ingest::validate(&paths, memstate::ingest::IngestOptions { strict: true, ..Default::default() }, &mut |_| {}).unwrap();
         assert_eq!(strict.refused, 0);
     }
 }
