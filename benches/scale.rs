@@ -247,58 +247,50 @@ struct Ran {
     timed_out: bool,
 }
 
-/// Run the binary with `args`, measuring its own peak resident memory (wait4's rusage).
+/// Run the binary with `args`, measuring its own peak resident memory: its VmHWM, read while it
+/// runs (wait4's ru_maxrss would include this bench process's memory from before the exec).
 fn run_binary(args: &[String], timeout: Duration) -> Ran {
     let started = Instant::now();
-    let mut child = Command::new(BINARY)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bench: spawn memstate");
-    let pid = child.id() as libc::pid_t;
-    let stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stdout {
-            use std::io::Read;
-            let _ = out.read_to_string(&mut text);
-        }
-        text
-    });
-    let stderr = child.stderr.take();
-    let err_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        if let Some(mut out) = stderr {
-            use std::io::Read;
-            let _ = out.read_to_string(&mut text);
-        }
-        text
-    });
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut child = Command::new(BINARY).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("bench: spawn memstate");
+    let status_file = format!("/proc/{}/status", child.id());
+    let read_all = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = read_all(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>));
+    let stderr = read_all(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>));
+    let mut peak_kib = 0u64;
     let mut timed_out = false;
-    loop {
-        let done = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if done == pid {
-            break;
+    let status = loop {
+        if let Ok(text) = fs::read_to_string(&status_file) {
+            if let Some(kib) = text.lines().find_map(|line| line.strip_prefix("VmHWM:")).and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok()) {
+                peak_kib = peak_kib.max(kib);
+            }
+        }
+        if let Some(status) = child.try_wait().expect("bench: wait") {
+            break Some(status);
         }
         if started.elapsed() > timeout {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            let _ = child.kill();
+            let _ = child.wait();
             timed_out = true;
-            break;
+            break None;
         }
         std::thread::sleep(Duration::from_millis(1));
-    }
+    };
     let seconds = started.elapsed().as_secs_f64();
-    let stdout = reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    let ok = !timed_out && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    let ok = status.is_some_and(|status| status.success());
     if !ok && !timed_out {
         eprintln!("bench: memstate {} failed: {stderr}", args.join(" "));
     }
-    Ran { seconds, peak_mib: usage.ru_maxrss as f64 / 1024.0, ok, stdout, timed_out }
+    Ran { seconds, peak_mib: peak_kib as f64 / 1024.0, ok, stdout, timed_out }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

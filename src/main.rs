@@ -33,11 +33,14 @@ fn main() -> ExitCode {
 /// Dumps are read into buffers of several MiB by parallel threads and freed by another. glibc
 /// would raise its mmap threshold after the first such free and then keep the buffers in
 /// per-thread arenas, so a long import's resident memory grew with the number of threads; a fixed
-/// threshold returns large buffers to the system as soon as they are freed.
+/// threshold returns large buffers to the system as soon as they are freed. Fixing it also fixes
+/// the heap's trim threshold at 128 KiB, which made the heap shrink and grow around every small
+/// dump (thousands of brk calls): the heap keeps up to 16 MiB free instead.
 fn limit_retained_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes a malloc tunable; it is called before any other thread starts.
+    // SAFETY: mallopt only changes malloc tunables; it is called before any other thread starts.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 16 << 20);
     }
 }

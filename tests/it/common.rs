@@ -110,3 +110,19 @@ pub fn import(db: &Path, paths: &[&Path], expected_status: i32) -> String {
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
+
+/// Whether a program the test needs is on this machine. When it is not, the test says it was
+/// skipped and why (and returns early); when `CI` is set it fails instead (.ci/run installs it).
+pub fn have(program: &str, why: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program}"))
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false);
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "{program} is needed {why}; .ci/run installs it");
+        eprintln!("SKIPPED: {program} is not installed (needed {why}); .ci/run installs it");
+    }
+    found
+}

@@ -11,21 +11,10 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::common::{contents, data, import, memstate, scalar, set, small, write, write_json};
+use crate::common::{contents, data, have, import, memstate, scalar, set, small, write, write_json};
 
 fn binary() -> PathBuf {
     assert_cmd::cargo::cargo_bin("memstate")
-}
-
-/// Whether a program is on this machine; when it is not, the test is skipped with a message, or
-/// fails when `CI` is set.
-fn have(program: &str, why: &str) -> bool {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {program}")).output().map(|output| output.status.success()).unwrap_or(false);
-    if !found {
-        assert!(std::env::var_os("CI").is_none(), "{program} is needed ({why}); .ci/run installs it");
-        eprintln!("SKIPPED: {program} is not installed ({why})");
-    }
-    found
 }
 
 /// The exit status, peak resident memory (MiB) and standard error of a child run to its end. The

@@ -32,10 +32,19 @@ fn terminal_bars_of_the_example_by_hand() {
     memstate().arg("--db").arg(&db).args(["map", "--range", "9:3"]).assert().code(2);
 }
 
-fn chromium() -> PathBuf {
+/// Headless Chromium, or `None` (the test is skipped with a message, or fails under CI).
+fn browser() -> Option<PathBuf> {
     let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
     let found = candidates.iter().map(PathBuf::from).find(|path| path.exists());
-    found.expect("headless Chromium is needed for this test (.ci/run installs Debian's chromium)")
+    if found.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "headless Chromium is needed for the map tests; .ci/run installs Debian's chromium");
+        eprintln!("SKIPPED: headless Chromium is not installed (needed to open the HTML map); .ci/run installs it");
+    }
+    found
+}
+
+fn chromium() -> PathBuf {
+    browser().unwrap_or_else(|| PathBuf::from("chromium"))
 }
 
 /// Open a page in headless Chromium: the DOM after load, and a screenshot.
@@ -73,6 +82,9 @@ fn body_attribute(dom: &str, name: &str) -> Option<String> {
 
 #[test]
 fn the_html_map_draws_in_a_real_browser() {
+    if browser().is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     // A simulated run, several snapshots for the slider.
@@ -93,6 +105,9 @@ fn the_html_map_draws_in_a_real_browser() {
 
 #[test]
 fn the_html_map_handles_fifty_thousand_allocations() {
+    if browser().is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let allocations: Vec<serde_json::Value> = (0..50_000u64)
         .map(|index| {
@@ -134,6 +149,9 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
 
 #[test]
 fn the_html_map_zooms_and_tells_what_is_where() {
+    if browser().is_none() {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
