@@ -133,8 +133,19 @@ fn foreign(display: &str, why: String) -> Error {
 }
 
 /// Classify an open database by reading it (nothing is written). A database from a newer
-/// memstate, or that is not memstate's, is refused with an error that says which.
+/// memstate, or that is not memstate's, is refused with an error that says which. All reads see
+/// one snapshot of the file (another process may be creating it at the same moment).
 pub fn classify(conn: &Connection, display: &str) -> Result<Found> {
+    if !conn.is_autocommit() {
+        return classify_now(conn, display);
+    }
+    conn.execute_batch("BEGIN DEFERRED").map_err(read_error(display))?;
+    let found = classify_now(conn, display);
+    let _ = conn.execute_batch("COMMIT");
+    found
+}
+
+fn classify_now(conn: &Connection, display: &str) -> Result<Found> {
     let error = read_error(display);
     let application_id: i32 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).map_err(&error)?;
     let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(&error)?;
