@@ -377,7 +377,9 @@ pub struct HolesArgs {
 pub enum StateArg {
     Valid,
     Collectable,
+    #[value(name = "pending_free")]
     PendingFree,
+    #[value(name = "pending_alloc")]
     PendingAlloc,
 }
 
