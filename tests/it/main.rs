@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod db;
 mod figures;
+mod fuzz;
 mod hardening;
 mod queries;
 mod reader;
