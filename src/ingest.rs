@@ -297,34 +297,25 @@ fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Import
     (summary, pipeline)
 }
 
-/// Import every dump and annotations file found under `paths` into `database`.
-///
-/// Refused records are reported and counted; the others land. Only an error of the database itself
-/// (it cannot be written), or a failure of memstate itself, stops the run and is returned.
-pub fn import(database: &mut Database, paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
+/// What the writer does with one record that was read whole.
+enum Record {
+    Dump { source: String, prepared: Box<Prepared> },
+    Annotations { annotations: Box<Annotations> },
+}
+
+/// Run the pipeline over `paths`, handing each record to `write` and counting the rest.
+fn drive(
+    paths: &[String],
+    options: IngestOptions,
+    report: &mut dyn FnMut(ImportEvent),
+    write: &mut dyn FnMut(&mut ImportSummary, Record, &mut dyn FnMut(ImportEvent)) -> Result<()>,
+) -> Result<ImportSummary> {
     let started = Instant::now();
     let (mut summary, pipeline) = begin(paths, options, report);
-    let db_display = database.display();
-    let mut importer = Importer::new(&mut database.conn, db_display);
     pipeline.run(&mut |item| {
         match item {
-            Item::Dump { source, prepared } => match importer.import(&prepared, &source, options.replace) {
-                Ok(Outcome::Imported { allocations, .. }) => {
-                    summary.imported += 1;
-                    summary.allocations += allocations;
-                }
-                Ok(Outcome::Replaced { allocations, .. }) => {
-                    summary.replaced += 1;
-                    summary.allocations += allocations;
-                }
-                Ok(Outcome::Unchanged { .. }) => summary.unchanged += 1,
-                Err(error @ Error::Input { .. }) => refused(&mut summary, &error, report),
-                Err(error) => return Err(error),
-            },
-            Item::Annotations { annotations } => {
-                importer.import_annotations(&annotations)?;
-                summary.annotations += 1;
-            }
+            Item::Dump { source, prepared } => write(&mut summary, Record::Dump { source, prepared }, report)?,
+            Item::Annotations { annotations } => write(&mut summary, Record::Annotations { annotations }, report)?,
             Item::Refused(error) => refused(&mut summary, &error, report),
             Item::Crashed(error) => return Err(error),
             Item::InputDone => {
@@ -339,27 +330,47 @@ pub fn import(database: &mut Database, paths: &[String], options: IngestOptions,
     Ok(summary)
 }
 
+/// Import every dump and annotations file found under `paths` into `database`.
+///
+/// Refused records are reported and counted; the others land. Only an error of the database itself
+/// (it cannot be written), or a failure of memstate itself, stops the run and is returned.
+pub fn import(database: &mut Database, paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
+    let db_display = database.display();
+    let mut importer = Importer::new(&mut database.conn, db_display);
+    drive(paths, options, report, &mut |summary, record, report| {
+        match record {
+            Record::Dump { source, prepared } => match importer.import(&prepared, &source, options.replace) {
+                Ok(Outcome::Imported { allocations, .. }) => {
+                    summary.imported += 1;
+                    summary.allocations += allocations;
+                }
+                Ok(Outcome::Replaced { allocations, .. }) => {
+                    summary.replaced += 1;
+                    summary.allocations += allocations;
+                }
+                Ok(Outcome::Unchanged { .. }) => summary.unchanged += 1,
+                Err(error @ Error::Input { .. }) => refused(summary, &error, report),
+                Err(error) => return Err(error),
+            },
+            Record::Annotations { annotations } => {
+                importer.import_annotations(&annotations)?;
+                summary.annotations += 1;
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Read and check every record under `paths` without a database.
 pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
-    let started = Instant::now();
-    let (mut summary, pipeline) = begin(paths, options, report);
-    pipeline.run(&mut |item| {
-        match item {
-            Item::Dump { prepared, .. } => {
+    drive(paths, options, report, &mut |summary, record, _| {
+        match record {
+            Record::Dump { prepared, .. } => {
                 summary.imported += 1;
                 summary.allocations += prepared.dump.allocation_count() as u64;
             }
-            Item::Annotations { .. } => summary.annotations += 1,
-            Item::Refused(error) => refused(&mut summary, &error, report),
-            Item::Crashed(error) => return Err(error),
-            Item::InputDone => {
-                summary.inputs += 1;
-                report(ImportEvent::InputDone);
-            }
+            Record::Annotations { .. } => summary.annotations += 1,
         }
-        report(ImportEvent::Progress { summary: &summary });
         Ok(())
-    })?;
-    summary.seconds = started.elapsed().as_secs_f64();
-    Ok(summary)
+    })
 }

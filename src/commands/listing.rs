@@ -10,22 +10,22 @@ use memstate::{db, Result};
 use super::Printer;
 use crate::cli::{AllocationsArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
 
-pub fn snapshots(db_path: &Path, args: &RunArgs) -> Result<u8> {
+/// A listing of one run (or all): the run checked, the table printed.
+fn run_listing(db_path: &Path, args: &RunArgs, listing: fn(&rusqlite::Connection, Option<&str>) -> Result<Table>) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     if let Some(run) = &args.run {
         select::check_run(&database.conn, run)?;
     }
-    Printer::new(&args.output).print(&Report::table(listing::snapshot_table(&database.conn, args.run.as_deref())?))?;
+    Printer::new(&args.output).print(&Report::table(listing(&database.conn, args.run.as_deref())?))?;
     Ok(0)
 }
 
+pub fn snapshots(db_path: &Path, args: &RunArgs) -> Result<u8> {
+    run_listing(db_path, args, listing::snapshot_table)
+}
+
 pub fn memories(db_path: &Path, args: &RunArgs) -> Result<u8> {
-    let database = db::open_read_only(db_path)?;
-    if let Some(run) = &args.run {
-        select::check_run(&database.conn, run)?;
-    }
-    Printer::new(&args.output).print(&Report::table(listing::memory_table(&database.conn, args.run.as_deref())?))?;
-    Ok(0)
+    run_listing(db_path, args, listing::memory_table)
 }
 
 pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {

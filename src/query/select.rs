@@ -121,16 +121,22 @@ pub fn check_memory_selector(conn: &Connection, selector: &str) -> Result<()> {
     Ok(())
 }
 
+/// The memory ids `all` (SQL over `memories m`, with `?1` bound to `scope`) selects, narrowed by a
+/// memory selector: a handle or a kind.
+fn narrowed(conn: &Connection, all: &str, order: &str, scope: &dyn rusqlite::ToSql, selector: Option<&str>) -> Result<Vec<i64>> {
+    match selector {
+        None => ids(conn, &format!("{all} ORDER BY {order}"), params![scope]),
+        Some(text) => match memory_handle(text) {
+            Some(handle) => ids(conn, &format!("{all} AND m.handle = ?2 ORDER BY {order}"), params![scope, handle]),
+            None => ids(conn, &format!("{all} AND m.kind = ?2 ORDER BY {order}"), params![scope, text]),
+        },
+    }
+}
+
 /// The memory ids of a snapshot that a selector names (all of them without a selector).
 pub fn memory_ids(conn: &Connection, snapshot_id: i64, selector: Option<&str>) -> Result<Vec<i64>> {
     let all = "SELECT m.memory_id FROM memory_stats ms JOIN memories m ON m.memory_id = ms.memory_id WHERE ms.snapshot_id = ?1";
-    match selector {
-        None => ids(conn, &format!("{all} ORDER BY m.handle"), [snapshot_id]),
-        Some(text) => match memory_handle(text) {
-            Some(handle) => ids(conn, &format!("{all} AND m.handle = ?2 ORDER BY m.handle"), params![snapshot_id, handle]),
-            None => ids(conn, &format!("{all} AND m.kind = ?2 ORDER BY m.handle"), params![snapshot_id, text]),
-        },
-    }
+    narrowed(conn, all, "m.handle", &snapshot_id, selector)
 }
 
 /// Every (snapshot, memory) pair the selectors name; an error when there is none.
@@ -152,14 +158,7 @@ pub fn pairs(conn: &Connection, snapshot: &str, memory: Option<&str>) -> Result<
 
 /// The memory ids of a run that a selector names (all without one).
 pub fn run_memory_ids(conn: &Connection, run: &str, selector: Option<&str>) -> Result<Vec<i64>> {
-    let all = "SELECT memory_id FROM memories WHERE run = ?1";
-    match selector {
-        None => ids(conn, &format!("{all} ORDER BY node, handle"), [run]),
-        Some(text) => match memory_handle(text) {
-            Some(handle) => ids(conn, &format!("{all} AND handle = ?2 ORDER BY node, handle"), params![run, handle]),
-            None => ids(conn, &format!("{all} AND kind = ?2 ORDER BY node, handle"), params![run, text]),
-        },
-    }
+    narrowed(conn, "SELECT m.memory_id FROM memories m WHERE m.run = ?1", "m.node, m.handle", &run, selector)
 }
 
 /// The run of the most recently imported snapshot.
