@@ -39,6 +39,8 @@ pub enum Unit {
     Ratio,
     /// Seconds: three decimals.
     Seconds,
+    /// An identifier (a uid, a handle): shown whole, never shortened to fit.
+    Identifier,
 }
 
 impl Unit {
@@ -53,6 +55,7 @@ impl Unit {
             "offset" | "end_offset" | "window_offset" | "window_end" => Unit::Offset,
             "fragmentation" | "share" | "share_of_free" => Unit::Ratio,
             "time_s" | "lifetime_s" => Unit::Seconds,
+            "uid" | "handle" | "memory_handle" | "allocation_handle" => Unit::Identifier,
             _ => Unit::Plain,
         }
     }
@@ -220,12 +223,14 @@ fn shorten(text: &str, width: usize) -> String {
 fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<()> {
     use prettytable::format::{Alignment, FormatBuilder, LinePosition, LineSeparator};
     use prettytable::{Cell as PrettyCell, Row};
-    let shown = shown_columns(table, style);
+    let mut shown = shown_columns(table, style);
     let mut cells: Vec<Vec<String>> =
         table.rows.iter().map(|row| shown.iter().map(|&index| for_people(&row[index], table.units[index])).collect()).collect();
-    let titles: Vec<String> = shown.iter().map(|&index| table.columns[index].clone()).collect();
-    // Fit the terminal: shorten the widest text columns (never below 12 characters) until the
-    // table fits or nothing more can be shortened.
+    let mut titles: Vec<String> = shown.iter().map(|&index| table.columns[index].clone()).collect();
+    let mut hidden: Vec<String> = Vec::new();
+    // Fit the terminal. Text columns can shrink to 12 characters; when the table would not fit
+    // even so (and the user chose no columns), hide text columns from the right, keeping the
+    // first, and say which. Then shorten the widest text columns until the table fits.
     if let Some(width) = style.width {
         let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
         for row in &cells {
@@ -234,12 +239,24 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             }
         }
         let total = |widths: &[usize]| widths.iter().map(|width| width + 2).sum::<usize>();
-        let is_text = |column: usize| table.units[shown[column]] == Unit::Plain;
+        let is_text = |shown: &[usize], column: usize| table.units[shown[column]] == Unit::Plain;
+        let floor = |shown: &[usize], widths: &[usize]| -> usize {
+            (0..widths.len()).map(|column| if is_text(shown, column) { widths[column].min(12) } else { widths[column] } + 2).sum()
+        };
+        while floor(&shown, &widths) > width && style.columns.is_none() && !style.wide {
+            let Some(column) = (1..widths.len()).rev().find(|&column| is_text(&shown, column)) else { break };
+            hidden.insert(0, titles.remove(column));
+            widths.remove(column);
+            shown.remove(column);
+            for row in &mut cells {
+                row.remove(column);
+            }
+        }
         while total(&widths) > width {
-            let widest = (0..widths.len()).filter(|&column| is_text(column) && widths[column] > 12).max_by_key(|&column| widths[column]);
+            let widest = (0..widths.len()).filter(|&column| is_text(&shown, column) && widths[column] > 12).max_by_key(|&column| widths[column]);
             let Some(column) = widest else { break };
             let excess = total(&widths) - width;
-            widths[column] = (widths[column] - excess).max(12);
+            widths[column] = widths[column].saturating_sub(excess).max(12);
             for row in &mut cells {
                 row[column] = shorten(&row[column], widths[column]);
             }
@@ -259,7 +276,11 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             .collect();
         pretty.add_row(Row::new(line));
     }
-    pretty.print(out).map(|_| ())
+    pretty.print(out)?;
+    if !hidden.is_empty() {
+        writeln!(out, "({} hidden to fit the terminal: {}; --wide shows every column)", if hidden.len() == 1 { "1 column" } else { "columns" }, hidden.join(", "))?;
+    }
+    Ok(())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -366,5 +387,44 @@ fn csv_error(error: csv::Error) -> io::Error {
     match error.into_kind() {
         csv::ErrorKind::Io(error) => error,
         other => io::Error::other(format!("{other:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table far wider than the terminal: text columns are hidden from the right (and named)
+    /// until the rest fits at 12 characters a text column, then the first is shortened to fit.
+    #[test]
+    fn a_terminal_narrower_than_the_table_hides_then_shortens_text_columns() {
+        let long = "a".repeat(30);
+        let columns: Vec<String> = ["name", "other", "size", "offset", "capacity"].iter().map(|name| name.to_string()).collect();
+        let rows = vec![vec![Cell::text(long.clone()), Cell::text(long.clone()), Cell::Integer(1), Cell::Integer(2), Cell::Integer(3)]];
+        let table = Table::new(columns, rows);
+        let mut out = Vec::new();
+        // At the floor 14 + 14 + (4 + 2) + (6 + 2) + (8 + 2) = 52: "other" goes; 38 still
+        // exceeds 20, but only the first column is left that is text: it is cut to 12.
+        let style = Style { width: Some(20), ..Style::default() };
+        write_table(&table, &style, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().nth(2).unwrap().matches(&format!("{}…", "a".repeat(11))).count(), 1, "{text}");
+        assert!(text.contains("(1 column hidden to fit the terminal: other; --wide shows every column)"), "{text}");
+        // Wide enough for both at their floor: both kept, both shortened as little as needed.
+        let mut out = Vec::new();
+        let style = Style { width: Some(60), ..Style::default() };
+        write_table(&table, &style, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains("hidden"), "{text}");
+        // 88 wide: one cut by the excess of 28 (to its floor of 12), the other by the 10 still
+        // in excess, to 20.
+        let mut cut: Vec<usize> = text.lines().nth(2).unwrap().split_whitespace().take(2).map(|word| word.chars().count()).collect();
+        cut.sort_unstable();
+        assert_eq!(cut, [12, 20], "{text}");
+        // --wide: nothing hidden however narrow.
+        let mut out = Vec::new();
+        let style = Style { width: Some(20), wide: true, ..Style::default() };
+        write_table(&table, &style, &mut out).unwrap();
+        assert!(!String::from_utf8(out).unwrap().contains("hidden"));
     }
 }
