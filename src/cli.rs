@@ -468,6 +468,10 @@ pub struct OomArgs {
     /// List every blocking allocation, not small ones grouped.
     #[arg(long)]
     pub all: bool,
+    /// Also write the map of the failures to this HTML file (each failing node's last snapshots,
+    /// the failed memory's history) and print the link to each failure in it.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -487,6 +491,10 @@ pub struct BlockersArgs {
     /// List every blocking allocation, not small ones grouped.
     #[arg(long)]
     pub all: bool,
+    /// Also write the map of these memories to this HTML file, the request's cheapest place
+    /// hatched and its blockers outlined, and print the link to each.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
 }
@@ -508,8 +516,10 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct MapArgs {
-    #[command(flatten)]
-    pub snapshot: SnapshotArg,
+    /// The snapshot: latest (each node's latest), an id, or RUN:NODE:SEQ. Default: with --html and
+    /// a failed request in the database, the failing node's last snapshots; else latest.
+    #[arg(long, short = 's', value_name = "SNAPSHOT")]
+    pub snapshot: Option<String>,
     /// Several snapshots for the HTML slider: a range of ids (3..10) or a comma list of selectors.
     #[arg(long, value_name = "SNAPSHOTS", conflicts_with = "snapshot")]
     pub snapshots: Option<String>,
@@ -518,9 +528,16 @@ pub struct MapArgs {
     /// Zoom the terminal bars to a byte range: START:END, sizes in bytes or human (0:64MiB).
     #[arg(long, value_name = "START:END")]
     pub range: Option<String>,
-    /// Write an interactive HTML map to this file instead of drawing in the terminal.
+    /// Write an interactive HTML map to this file instead of drawing in the terminal. It opens on
+    /// the failed request (its window hatched, its blockers outlined) when there is one, else on
+    /// the most fragmented memory; FILE#memory=HANDLE&snapshot=ID&range=START:END&probe=BYTE
+    /// opens it elsewhere.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// With --html: add the history of the memory the page opens on (and of each memory --memory
+    /// names): address against time, each allocation a rectangle over the snapshots it lived.
+    #[arg(long, requires = "html")]
+    pub history: bool,
     /// Letters instead of colours (also when the output is not a terminal, or NO_COLOR is set).
     #[arg(long)]
     pub no_color: bool,

@@ -25,7 +25,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     }
     let value: f64 = number.parse().map_err(|_| not_a_size())?;
     let bytes = value * multiplier as f64;
-    if !(bytes.is_finite() && bytes >= 0.0 && bytes < 9.2e18) {
+    if !(bytes.is_finite() && (0.0..9.2e18).contains(&bytes)) {
         return Err(format!("{text:?} is out of range"));
     }
     Ok(bytes.round() as u64)
@@ -114,6 +114,11 @@ pub fn visible_lines(text: &str) -> String {
 
 fn is_control(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `1 allocation`, `2 allocations`: a count and its noun, plural unless one.
+pub fn counted(count: u64, noun: &str) -> String {
+    if count == 1 { format!("1 {noun}") } else { format!("{count} {noun}s") }
 }
 
 #[cfg(test)]

@@ -369,3 +369,147 @@ impl Series {
         format!("node {} {} {}", self.node, self.kind, self.handle)
     }
 }
+
+/// An out-of-memory snapshot on a trend chart: where on the x axis, and the request that failed
+/// there (none when the dump lists no request).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OomMark {
+    pub x: f64,
+    pub failed: Option<FailedAt>,
+}
+
+/// The memory a request failed in, and the request's size.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedAt {
+    pub node: i64,
+    pub handle: String,
+    pub size: u64,
+}
+
+/// What garbage collection had already freed when a request failed: allocations that were
+/// `collectable` in the memory's previous snapshot and are gone, or `pending_free`, in the one
+/// where the request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Collected {
+    pub allocations: u64,
+    pub bytes: u64,
+}
+
+/// Collection between `before` and `after` (the same memory at two snapshots).
+pub fn collected_between(before: &[AllocationInfo], after: &[AllocationInfo]) -> Collected {
+    use std::collections::HashMap;
+    let now: HashMap<&str, State> = after.iter().map(|allocation| (allocation.uid.as_str(), allocation.state)).collect();
+    let freed = before.iter().filter(|allocation| {
+        allocation.state == State::Collectable && now.get(allocation.uid.as_str()).is_none_or(|state| *state == State::PendingFree)
+    });
+    freed.fold(Collected { allocations: 0, bytes: 0 }, |total, allocation| Collected { allocations: total.allocations + 1, bytes: total.bytes + allocation.size })
+}
+
+/// A line of a blocker list: one allocation, or many small ones of a kind together.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "line", rename_all = "lowercase")]
+pub enum BlockerLine {
+    One { allocation: AllocationInfo },
+    Group { kind: String, count: u64, bytes: u64, low: u64, high: u64 },
+}
+
+/// Blockers as people can read them: every one when there are few (or `all`); else the largest
+/// one by one and the rest grouped by kind, with the address range they lie in.
+pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine> {
+    const FEW: usize = 8;
+    const LARGEST: usize = 5;
+    if all || blocking.len() <= FEW {
+        return blocking.iter().map(|allocation| BlockerLine::One { allocation: allocation.clone() }).collect();
+    }
+    let mut by_size: Vec<&AllocationInfo> = blocking.iter().collect();
+    by_size.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.offset.cmp(&b.offset)));
+    let mut lines: Vec<BlockerLine> = by_size[..LARGEST].iter().map(|allocation| BlockerLine::One { allocation: (*allocation).clone() }).collect();
+    let mut groups: Vec<(String, u64, u64, u64, u64)> = Vec::new();
+    for allocation in &by_size[LARGEST..] {
+        match groups.iter_mut().find(|group| group.0 == allocation.kind) {
+            Some(group) => {
+                group.1 += 1;
+                group.2 += allocation.size;
+                group.3 = group.3.min(allocation.offset);
+                group.4 = group.4.max(allocation.range().end());
+            }
+            None => groups.push((allocation.kind.clone(), 1, allocation.size, allocation.offset, allocation.range().end())),
+        }
+    }
+    groups.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    lines.extend(groups.into_iter().map(|(kind, count, bytes, low, high)| BlockerLine::Group { kind, count, bytes, low, high }));
+    lines
+}
+
+/// What to do about a failed request, in one line, from its verdict.
+pub fn advice(finding: &OomFinding, layout: &Layout) -> String {
+    use crate::units::{hex_offset, human};
+    if finding.verdict == Verdict::Fits {
+        return "a hole is big enough now: the memory changed after the request failed; retrying it would succeed".to_string();
+    }
+    if finding.solved_by_collection {
+        return format!(
+            "collection would make room: freeing the collectable allocations and finishing the pending releases gives a {} range; collect before retrying (or lower what keeps them cached)",
+            human(finding.largest_reclaimable)
+        );
+    }
+    if finding.verdict == Verdict::Exhaustion {
+        let missing = finding.size.saturating_sub(finding.free_bytes);
+        return format!(
+            "the memory is too small for this: it would need at least {} ({missing} bytes) more free, even with no fragmentation; give it more capacity or free other allocations",
+            human(missing)
+        );
+    }
+    match finding.blockers.as_ref().and_then(|blockers| first_to_move(layout, blockers).map(|first| (blockers, first))) {
+        Some((blockers, (first, opens))) if opens >= finding.size => format!(
+            "move or free {} first ({}, {} at {}{}): that alone opens {} contiguous, enough for the request",
+            first.uid,
+            first.kind,
+            human(first.size),
+            hex_offset(first.offset as i64),
+            first.provenance.as_deref().map(|provenance| format!(", from {provenance}")).unwrap_or_default(),
+            human(opens.max(blockers.size)),
+        ),
+        Some((blockers, (first, opens))) => format!(
+            "no single allocation is enough: {} ({}, {}) opens the most alone ({}); moving or freeing all {} blockers opens {}",
+            first.uid,
+            first.kind,
+            human(first.size),
+            human(opens),
+            blockers.blocking.len(),
+            human(blockers.opens)
+        ),
+        None => "the request is larger than the whole memory".to_string(),
+    }
+}
+
+/// One allocation over the snapshots it lived through unchanged (a span), placed in time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySpan {
+    /// From the time of its first snapshot to the time of the snapshot after its last (seconds).
+    pub from_s: f64,
+    pub to_s: f64,
+    pub offset: u64,
+    pub size: u64,
+    pub state: State,
+    pub kind: String,
+    pub provenance: Option<String>,
+    pub label: Option<String>,
+    pub uid: String,
+    pub objects: Option<String>,
+    pub first_snapshot_id: i64,
+    pub last_snapshot_id: i64,
+}
+
+/// A memory across a run: its node's snapshots and the spans of its allocations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct History {
+    pub run: String,
+    pub node: i64,
+    pub handle: String,
+    pub kind: String,
+    pub capacity: u64,
+    /// Each snapshot of the node: (snapshot id, time in seconds, whether it was an OOM dump).
+    pub snapshots: Vec<(i64, f64, bool)>,
+    pub spans: Vec<HistorySpan>,
+}

@@ -4,13 +4,14 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use memstate::analysis::{self, AllocationInfo, Blockers, Layout};
+use memstate::analysis::{self, AllocationInfo, BlockerLine, Blockers, Layout};
 use memstate::query::output::{emit, Style};
 use memstate::query::{load, select, Cell, Format, Report, Table};
-use memstate::units::{hex_offset, human, visible};
+use memstate::units::{counted, hex_offset, human, visible};
+use memstate::viz::html;
 use memstate::{db, Result};
 
-use super::Printer;
+use super::{map, Printer};
 use crate::cli::BlockersArgs;
 
 /// Allocations as rows.
@@ -39,24 +40,43 @@ pub(super) fn window_text(offset: u64, end: u64) -> String {
     format!("{}-{} ({} at {})", hex_offset(offset as i64), hex_offset(end as i64), human(end - offset), human(offset))
 }
 
-/// The cheapest place and its blockers, for people.
-pub(super) fn describe_blockers(blockers: &Blockers, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+/// The cheapest place and its blockers, for people: small ones grouped unless `all`.
+pub(super) fn describe_blockers(blockers: &Blockers, all: bool, style: &Style, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "  cheapest place  {}: {} of it cannot be freed by collection ({} allocations in the way{})",
+        "  cheapest place  {}: {} of it cannot be freed by collection ({} in the way{})",
         window_text(blockers.offset, blockers.end()),
         human(blockers.blocked_bytes),
-        blockers.blocking.len(),
+        counted(blockers.blocking.len() as u64, "allocation"),
         if blockers.unaccounted_bytes > 0 { format!(", {} held by the allocator", human(blockers.unaccounted_bytes)) } else { String::new() }
     )?;
     if !blockers.blocking.is_empty() {
-        writeln!(out, "  moving or freeing them opens {} contiguous ({} bytes)", human(blockers.opens), blockers.opens)?;
+        writeln!(out, "  moving or freeing {} opens {} contiguous ({} bytes)", if blockers.blocking.len() == 1 { "it" } else { "them" }, human(blockers.opens), blockers.opens)?;
         writeln!(out, "  blocking allocations:")?;
-        emit(&Report::table(allocation_table(&blockers.blocking)), Format::Table, style, out)?;
+        let lines = analysis::blocker_lines(&blockers.blocking, all);
+        let singles: Vec<AllocationInfo> = lines
+            .iter()
+            .filter_map(|line| match line {
+                BlockerLine::One { allocation } => Some(allocation.clone()),
+                BlockerLine::Group { .. } => None,
+            })
+            .collect();
+        // The table indented under its heading, fitted to what is left of the width.
+        let mut table = Vec::new();
+        let narrower = Style { width: style.width.map(|width| width.saturating_sub(4).max(40)), ..style.clone() };
+        emit(&Report::table(allocation_table(&singles)), Format::Table, &narrower, &mut table)?;
+        for line in String::from_utf8_lossy(&table).lines() {
+            writeln!(out, "    {line}")?;
+        }
+        for line in &lines {
+            if let BlockerLine::Group { kind, count, bytes, low, high } = line {
+                writeln!(out, "    and {count} more {}, {}, between {} and {} (--all lists them)", visible(&plural_kind(kind, *count)), human(*bytes), hex_offset(*low as i64), hex_offset(*high as i64))?;
+            }
+        }
     }
     if !blockers.to_collect.is_empty() {
         let bytes: u64 = blockers.to_collect.iter().map(|allocation| allocation.size).sum();
-        writeln!(out, "  also in that place, freed by collection or pending releases: {} allocations, {}", blockers.to_collect.len(), human(bytes))?;
+        writeln!(out, "  also in that place, freed by collection or pending releases: {}, {}", counted(blockers.to_collect.len() as u64, "allocation"), human(bytes))?;
     }
     Ok(())
 }
@@ -71,10 +91,44 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         let blockers = analysis::blockers(&layout, args.size, alignment);
         found.push((layout, blockers));
     }
-    let columns = ["snapshot_id", "run", "node", "seq", "handle", "size", "alignment", "window_offset", "blocked_bytes", "opens", "blockers"];
-    let rows = found
+    // Each memory's link into the page (written with --html), or how to write one.
+    let url = match &args.html {
+        Some(path) => {
+            let mut frames: Vec<html::Frame> = Vec::new();
+            for (layout, _) in &found {
+                match frames.iter_mut().find(|frame| frame.snapshot_id == layout.snapshot_id) {
+                    Some(frame) => frame.layouts.push(layout.clone()),
+                    None => frames.push(html::Frame {
+                        snapshot_id: layout.snapshot_id,
+                        label: format!("{} node {} seq {} (snapshot {})", layout.run, layout.node, layout.seq, layout.snapshot_id),
+                        layouts: vec![layout.clone()],
+                    }),
+                }
+            }
+            let marked = found.iter().map(|(layout, blockers)| map::marked_request(layout, args.size, blockers.as_ref())).collect();
+            let focus = found.first().map(|(layout, _)| (layout.handle.clone(), layout.snapshot_id));
+            let parts = map::PageParts { frames, marked, histories: Vec::new(), focus };
+            let title = format!("memstate: where a request of {} would go", human(args.size));
+            std::fs::write(path, parts.render(&title).as_bytes()).map_err(|error| memstate::Error::write(path, error))?;
+            Some(map::file_url(path))
+        }
+        None => None,
+    };
+    let links: Vec<String> = found
         .iter()
         .map(|(layout, blockers)| {
+            let fragment = map::fragment(&layout.handle, layout.snapshot_id, blockers.as_ref().map(|blockers| (blockers.offset, blockers.end())), layout.capacity);
+            match &url {
+                Some(url) => format!("{url}{fragment}"),
+                None => format!("add --html map.html, then open map.html{fragment}"),
+            }
+        })
+        .collect();
+    let columns = ["snapshot_id", "run", "node", "seq", "handle", "size", "alignment", "window_offset", "blocked_bytes", "opens", "blockers", "map_link"];
+    let rows = found
+        .iter()
+        .zip(&links)
+        .map(|((layout, blockers), link)| {
             vec![
                 Cell::Integer(layout.snapshot_id),
                 Cell::text(layout.run.clone()),
@@ -87,12 +141,13 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.blocked_bytes)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.opens)),
                 blockers.as_ref().map_or(Cell::Null, |blockers| Cell::Json(serde_json::to_value(blockers).unwrap_or_default())),
+                Cell::text(link.clone()),
             ]
         })
         .collect();
     let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), rows);
     let report = Report::told(table, |out, style| {
-        for (layout, blockers) in &found {
+        for ((layout, blockers), link) in found.iter().zip(&links) {
             writeln!(
                 out,
                 "{} node {} seq {} (snapshot {}), {} {}: a request of {} ({} bytes)",
@@ -106,13 +161,26 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 args.size
             )?;
             match blockers {
-                Some(blockers) => describe_blockers(blockers, style, out)?,
+                Some(blockers) => describe_blockers(blockers, args.all, style, out)?,
                 None => writeln!(out, "  larger than the whole memory ({})", human(layout.capacity))?,
             }
+            writeln!(out, "  map             {}", visible(link))?;
             writeln!(out)?;
         }
         Ok(())
     });
     Printer::new(&args.output).print(&report)?;
     Ok(0)
+}
+
+/// A kind as a noun for a count: `future` → `futures`, `deferred_buffer` → `deferred_buffers`;
+/// a kind that is not one word (`0x12`, `my kind`) stays as it is with "of kind" before it.
+fn plural_kind(kind: &str, count: u64) -> String {
+    let word = !kind.is_empty() && kind.chars().all(|c| c.is_ascii_alphabetic() || c == '_');
+    match (word, count) {
+        (true, 1) => kind.to_string(),
+        (true, _) if kind.ends_with('s') => kind.to_string(),
+        (true, _) => format!("{kind}s"),
+        (false, _) => format!("of kind {kind}"),
+    }
 }

@@ -5,7 +5,7 @@
 use memstate::ingest::{self, IngestOptions};
 use memstate::query::{listing, select, Cell, Report, Table};
 use memstate::units::visible;
-use memstate::viz::{html, plot};
+use memstate::viz::plot;
 use memstate::{db, sim, Error, Result};
 
 use super::{map, oom, say, Printer};
@@ -52,16 +52,24 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
     database.finish()?;
     let database = db::open_read_only(&db_path)?;
     let conn = &database.conn;
-    let findings: Vec<_> = oom::findings(conn, &select::oom_snapshots(conn, None)?)?.into_iter().filter(|finding| finding.run == config.run_id).collect();
+    let mut stories: Vec<_> = oom::stories(conn, &select::oom_snapshots(conn, None)?)?.into_iter().filter(|story| story.finding.run == config.run_id).collect();
+    // The map of the failure, with the failed memory's history, so the report can link into it.
+    let map_path = args.dir.join("map.html");
+    let parts = map::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
+    if !parts.frames.is_empty() {
+        let page = parts.render(&format!("memstate map of run {}: the out-of-memory error", config.run_id));
+        std::fs::write(&map_path, page).map_err(|error| Error::write(&map_path, error))?;
+        oom::link_stories(&mut stories, &map::file_url(&map_path));
+    }
     say(&[String::new()])?;
-    Printer::with_format(FormatArg::Table).print(&Report::told(oom::finding_table(&findings), |out, style| {
-        for finding in &findings {
-            oom::describe_finding(finding, style, out)?;
+    Printer::with_format(FormatArg::Table).print(&Report::told(oom::story_table(&stories), |out, style| {
+        for story in &stories {
+            oom::describe_story(story, false, style, out)?;
             writeln!(out)?;
         }
         Ok(())
     }))?;
-    let Some(finding) = findings.first() else {
+    let Some(finding) = stories.first().map(|story| &story.finding) else {
         say(&["(this seed ended without an out-of-memory error)".to_string()])?;
         return Ok(0);
     };
@@ -82,20 +90,15 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
     Printer::with_format(FormatArg::Table).print(&Report::table(table))?;
     say(&[String::new()])?;
     // The pictures: the memory map of the run's last snapshots and the fragmentation trend.
-    let map_path = args.dir.join("map.html");
     let plot_path = args.dir.join("fragmentation.svg");
-    let ids = select::snapshots_between(conn, finding.snapshot_id.saturating_sub(10), finding.snapshot_id)?;
-    let frames = map::frames(conn, &ids, Some("GPU_FB_MEM"))?;
-    let page = html::render(&format!("memstate map of run {} up to the OOM", config.run_id), &frames);
-    std::fs::write(&map_path, page).map_err(|error| Error::write(&map_path, error))?;
     let gpus = select::run_memory_ids(conn, &config.run_id, Some("GPU_FB_MEM"))?;
     let (series, ooms) = memstate::query::load::trend_series(conn, &config.run_id, Some(&gpus), plot::Metric::Fragmentation.column(), plot::XAxis::Time.column())?;
     let svg = plot::render_svg(&config.run_id, &series, &ooms, plot::Metric::Fragmentation, plot::XAxis::Time)?;
     std::fs::write(&plot_path, svg).map_err(|error| Error::write(&plot_path, error))?;
     say(&[
         format!(
-            "Open {} (memory map: zoom, pan, hover) and {} (fragmentation over time).",
-            visible(&map_path.display().to_string()),
+            "Open {} (the memory map, opening on the failed request, and the failed memory's history: zoom, pan, hover) and {} (fragmentation over time).",
+            visible(&format!("{}{}", map::file_url(&map_path), parts.opening_fragment().unwrap_or_default())),
             visible(&plot_path.display().to_string())
         ),
         String::new(),

@@ -4,37 +4,93 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use memstate::analysis::{self, OomFinding, Verdict};
+use memstate::analysis::{self, Collected, OomFinding, Verdict};
+use memstate::query::load::Recent;
 use memstate::query::output::Style;
 use memstate::query::{load, select, Cell, Report, Table};
-use memstate::units::{human, visible};
+use memstate::units::{counted, human, seconds, visible};
 use memstate::{db, Result};
 use rusqlite::Connection;
 
 use super::blockers::describe_blockers;
-use super::Printer;
+use super::{map, Printer};
 use crate::cli::OomArgs;
 
-/// The findings of the given snapshots' failed requests.
-pub(super) fn findings(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<OomFinding>> {
-    let mut findings = Vec::new();
-    for request in load::failed_requests(conn, snapshot_ids)? {
-        let layout = load::layout(conn, request.snapshot_id, request.memory_id)?;
-        findings.push(analysis::finding(&layout, &request));
-    }
-    Ok(findings)
+/// How many snapshots of the failed memory the story looks back over.
+const LOOK_BACK: u32 = 6;
+
+/// A failed request and how it came about.
+pub(super) struct Story {
+    pub finding: OomFinding,
+    /// The node's snapshot before the failure, and what collection freed since (none for a
+    /// node's first snapshot).
+    pub previous: Option<(i64, Collected)>,
+    /// The memory's free bytes and largest hole at its last snapshots, the failure's last.
+    pub recent: Vec<Recent>,
+    pub advice: String,
+    /// The failed memory's capacity.
+    pub capacity: u64,
+    /// Where to see it: the page's URL and fragment, or how to write the page and the fragment.
+    pub link: String,
 }
 
-/// One row per finding; the blockers as a nested value.
-pub(super) fn finding_table(findings: &[OomFinding]) -> Table {
+impl Story {
+    /// The fragment of a map page that opens on this failure's window.
+    pub fn fragment(&self) -> String {
+        let window = self.finding.blockers.as_ref().map(|blockers| (blockers.offset, blockers.end()));
+        map::fragment(&self.finding.handle, self.finding.snapshot_id, window, self.capacity)
+    }
+}
+
+/// Point each story's link into the page at `url`.
+pub(super) fn link_stories(stories: &mut [Story], url: &str) {
+    for story in stories {
+        story.link = format!("{url}{}", story.fragment());
+    }
+}
+
+/// The stories of the given snapshots' failed requests.
+pub(super) fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Story>> {
+    let mut stories = Vec::new();
+    for request in load::failed_requests(conn, snapshot_ids)? {
+        let layout = load::layout(conn, request.snapshot_id, request.memory_id)?;
+        let finding = analysis::finding(&layout, &request);
+        let previous = match load::previous_snapshot(conn, request.snapshot_id)? {
+            // The memory may be new at this snapshot: then nothing was collected in it.
+            Some(previous_id) => {
+                let before = match load::layout(conn, previous_id, request.memory_id) {
+                    Ok(before) => before.allocations,
+                    Err(memstate::Error::Usage(_)) => Vec::new(),
+                    Err(error) => return Err(error),
+                };
+                let seq: i64 = conn
+                    .query_row("SELECT seq FROM snapshots WHERE snapshot_id = ?1", [previous_id], |row| row.get(0))
+                    .map_err(|error| memstate::Error::Query(error.to_string()))?;
+                Some((seq, analysis::collected_between(&before, &layout.allocations)))
+            }
+            None => None,
+        };
+        let recent = load::recent_figures(conn, request.memory_id, request.snapshot_id, LOOK_BACK)?;
+        let advice = analysis::advice(&finding, &layout);
+        let mut story = Story { finding, previous, recent, advice, capacity: layout.capacity, link: String::new() };
+        story.link = format!("memstate map --html map.html, then open map.html{}", story.fragment());
+        stories.push(story);
+    }
+    Ok(stories)
+}
+
+/// One row per finding; the blockers and the recent figures as nested values.
+pub(super) fn story_table(stories: &[Story]) -> Table {
     let columns = [
         "snapshot_id", "run", "node", "seq", "memory_id", "handle", "memory_kind", "size", "alignment", "kind", "provenance", "note",
-        "free_bytes", "largest_hole", "largest_reclaimable", "verdict", "solved_by_collection", "blockers",
+        "free_bytes", "largest_hole", "largest_reclaimable", "verdict", "solved_by_collection", "blockers", "previous_seq",
+        "collected_allocations", "collected_bytes", "recent", "advice", "map_link",
     ];
-    let rows = findings
+    let rows = stories
         .iter()
-        .map(|finding| {
-            vec![
+        .map(|story| {
+            let finding = &story.finding;
+            let mut row = vec![
                 Cell::Integer(finding.snapshot_id),
                 Cell::text(finding.run.clone()),
                 Cell::Integer(finding.node),
@@ -53,13 +109,22 @@ pub(super) fn finding_table(findings: &[OomFinding]) -> Table {
                 Cell::text(finding.verdict.as_str()),
                 Cell::Json(serde_json::Value::Bool(finding.solved_by_collection)),
                 finding.blockers.as_ref().map_or(Cell::Null, |blockers| Cell::Json(serde_json::to_value(blockers).unwrap_or_default())),
-            ]
+            ];
+            row.push(story.previous.map_or(Cell::Null, |(seq, _)| Cell::Integer(seq)));
+            row.push(story.previous.map_or(Cell::Null, |(_, collected)| Cell::count(collected.allocations)));
+            row.push(story.previous.map_or(Cell::Null, |(_, collected)| Cell::count(collected.bytes)));
+            row.push(Cell::Json(serde_json::to_value(&story.recent).unwrap_or_default()));
+            row.push(Cell::text(story.advice.clone()));
+            row.push(Cell::text(story.link.clone()));
+            row
         })
         .collect();
     Table::new(columns.iter().map(|column| column.to_string()).collect(), rows)
 }
 
-pub(super) fn describe_finding(finding: &OomFinding, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+/// The story of a failed request, for people.
+pub(super) fn describe_story(story: &Story, all: bool, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+    let finding = &story.finding;
     let verdict = match finding.verdict {
         Verdict::Exhaustion => "EXHAUSTION: fewer free bytes than the request",
         Verdict::Fragmentation => "FRAGMENTATION: enough free bytes, but no hole is big enough",
@@ -91,23 +156,57 @@ pub(super) fn describe_finding(finding: &OomFinding, style: &Style, out: &mut dy
     )?;
     writeln!(out, "  free            {} in holes; largest hole {}", human(finding.free_bytes), human(finding.largest_hole))?;
     writeln!(out, "  verdict         {verdict}")?;
-    writeln!(out, "  collection      {collection}")?;
-    if let Some(blockers) = &finding.blockers {
-        describe_blockers(blockers, style, out)?;
+    match story.previous {
+        Some((seq, collected)) if collected.allocations > 0 => writeln!(
+            out,
+            "  already freed   collection ran before the failure: since seq {seq} it freed {} in {}",
+            human(collected.bytes),
+            counted(collected.allocations, "collectable allocation")
+        )?,
+        Some((seq, _)) => writeln!(out, "  already freed   nothing was collected in this memory since seq {seq}")?,
+        None => writeln!(out, "  already freed   (no earlier snapshot of this node to compare with)")?,
     }
+    writeln!(out, "  collection      {collection}")?;
+    if story.recent.len() > 1 {
+        writeln!(out, "  largest hole against the request ({}) over the last snapshots:", human(finding.size))?;
+        for recent in &story.recent {
+            let fits = if recent.largest_hole >= finding.size { "fits" } else { "too small" };
+            writeln!(
+                out,
+                "    seq {:>5}  {:>9} s  free {:>10}  largest hole {:>10}  {fits}",
+                recent.seq,
+                seconds(recent.time_s),
+                human(recent.free_bytes),
+                human(recent.largest_hole)
+            )?;
+        }
+    }
+    if let Some(blockers) = &finding.blockers {
+        describe_blockers(blockers, all, style, out)?;
+    }
+    writeln!(out, "  advice          {}", story.advice)?;
+    writeln!(out, "  map             {}", visible(&story.link))?;
     Ok(())
 }
 
 pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     let snapshot_ids = select::oom_snapshots(&database.conn, args.snapshot.as_deref())?;
-    let findings = findings(&database.conn, &snapshot_ids)?;
-    let report = Report::told(finding_table(&findings), |out, style| {
-        if findings.is_empty() {
-            writeln!(out, "no failed request in the selected snapshots")?;
+    let mut stories = stories(&database.conn, &snapshot_ids)?;
+    if let Some(path) = &args.html {
+        if !stories.is_empty() {
+            let parts = map::failure_page(&database.conn, &stories, None, true)?;
+            let title = format!("memstate: {} out of memory", counted(stories.len() as u64, "request"));
+            std::fs::write(path, parts.render(&title).as_bytes()).map_err(|error| memstate::Error::write(path, error))?;
+            link_stories(&mut stories, &map::file_url(path));
         }
-        for finding in &findings {
-            describe_finding(finding, style, out)?;
+    }
+    let report = Report::told(story_table(&stories), |out, style| {
+        if stories.is_empty() {
+            writeln!(out, "no failed request in the selected snapshots{}", if args.html.is_some() { " (no page written)" } else { "" })?;
+        }
+        for story in &stories {
+            describe_story(story, args.all, style, out)?;
             writeln!(out)?;
         }
         Ok(())

@@ -35,17 +35,20 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
         None => None,
     };
     let (metric, x_axis): (Metric, XAxis) = (args.metric.into(), args.x_axis.into());
-    let (series, ooms) = load::trend_series(conn, &run, memory_ids.as_deref(), metric.column(), x_axis.column())?;
+    let (series, marks) = load::trend_series(conn, &run, memory_ids.as_deref(), metric.column(), x_axis.column())?;
     if series.is_empty() {
         return Err(Error::Usage(format!("no memory of run {run:?} matches {:?}", args.memory.memory.as_deref().unwrap_or("(all)"))));
     }
-    let svg = plot::render_svg(&run, &series, &ooms, metric, x_axis)?;
+    let svg = plot::render_svg(&run, &series, &marks, metric, x_axis)?;
+    let mut oom_xs: Vec<f64> = marks.iter().map(|mark| mark.x).collect();
+    oom_xs.dedup();
+    let ooms = oom_xs.len();
     std::fs::write(&args.out, svg.as_bytes()).map_err(|error| Error::write(&args.out, error))?;
     let columns = ["file", "lines", "oom_marks"];
-    let row = vec![Cell::text(args.out.display().to_string()), Cell::count(series.len() as u64), Cell::count(ooms.len() as u64)];
+    let row = vec![Cell::text(args.out.display().to_string()), Cell::count(series.len() as u64), Cell::count(ooms as u64)];
     let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
     let report = Report::told(table, |out, _| {
-        writeln!(out, "wrote {} ({} lines, {} oom marks)", visible(&args.out.display().to_string()), series.len(), ooms.len())
+        writeln!(out, "wrote {} ({} lines, {} oom marks)", visible(&args.out.display().to_string()), series.len(), ooms)
     });
     Printer::with_format(FormatArg::Table).print(&report)?;
     Ok(0)

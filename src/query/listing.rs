@@ -11,7 +11,7 @@ use crate::error::Result;
 /// Run SQL with positional parameters and collect a table.
 fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table> {
     let mut statement = conn.prepare(sql).map_err(query_error)?;
-    let columns: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
+    let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
     let width = columns.len();
     let mut rows = Vec::new();
     let mut cursor = statement.query(rusqlite::params_from_iter(parameters)).map_err(query_error)?;
@@ -65,7 +65,7 @@ pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
                       t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
                       t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes
                FROM memory_trend t WHERE t.snapshot_id = ?1 AND t.memory_id = ?2";
-    let columns = conn.prepare(sql).map_err(query_error)?.column_names().into_iter().map(str::to_string).collect();
+    let columns = conn.prepare(sql).map_err(query_error)?.column_names().map(str::to_string).collect();
     let mut result = Table::new(columns, Vec::new());
     for &(snapshot_id, memory_id) in pairs {
         result.extend(table(conn, sql, &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)])?);

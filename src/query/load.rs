@@ -5,7 +5,7 @@
 use rusqlite::{params, Connection};
 
 use super::query_error;
-use crate::analysis::{AllocationInfo, Layout, Placed, Request, Series};
+use crate::analysis::{AllocationInfo, FailedAt, History, HistorySpan, Layout, OomMark, Placed, Request, Series};
 use crate::dump::{Range, State};
 use crate::error::{Error, Result};
 
@@ -156,8 +156,9 @@ pub fn placed(conn: &Connection, snapshot_id: i64) -> Result<Vec<Placed>> {
 }
 
 /// One line per memory of `run` (those `memory_ids` when given) of the figure in column `y` of
-/// `memory_trend` against column `x`, and the x of each `oom` snapshot.
-pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y: &str, x: &str) -> Result<(Vec<Series>, Vec<f64>)> {
+/// `memory_trend` against column `x`, and a mark for each `oom` snapshot with the requests that
+/// failed there (in any memory of the run, plotted or not).
+pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y: &str, x: &str) -> Result<(Vec<Series>, Vec<OomMark>)> {
     let column = y;
     let ids = memory_ids.map(|ids| serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string()));
     let sql = format!(
@@ -172,16 +173,143 @@ pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y:
         })
         .map_err(query_error)?;
     let mut series: Vec<Series> = Vec::new();
-    let mut ooms = Vec::new();
+    let mut oom_xs = Vec::new();
     for row in rows {
         let (node, handle, kind, x, y, reason) = row.map_err(query_error)?;
         match series.last_mut() {
             Some(last) if last.node == node && last.handle == handle => last.points.push((x, y)),
             _ => series.push(Series { node, handle, kind, points: vec![(x, y)] }),
         }
-        if reason == "oom" && !ooms.contains(&x) {
-            ooms.push(x);
+        if reason == "oom" && !oom_xs.contains(&x) {
+            oom_xs.push(x);
         }
     }
-    Ok((series, ooms))
+    let mut statement = conn
+        .prepare(&format!(
+            "SELECT t.{x}, t.node, t.handle, fr.size FROM failed_requests fr
+             JOIN memory_trend t ON t.snapshot_id = fr.snapshot_id AND t.memory_id = fr.memory_id
+             WHERE t.run = ?1 ORDER BY t.{x}, fr.ordinal"
+        ))
+        .map_err(query_error)?;
+    let failures = statement
+        .query_map([run], |row| Ok((row.get::<_, f64>(0)?, FailedAt { node: row.get(1)?, handle: row.get(2)?, size: to_u64(row.get(3)?) })))
+        .map_err(query_error)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(query_error)?;
+    let mut marks: Vec<OomMark> = failures.into_iter().map(|(x, failed)| OomMark { x, failed: Some(failed) }).collect();
+    for x in oom_xs {
+        if !marks.iter().any(|mark| mark.x == x) {
+            marks.push(OomMark { x, failed: None });
+        }
+    }
+    marks.sort_by(|a, b| a.x.total_cmp(&b.x));
+    Ok((series, marks))
+}
+
+/// The snapshot of the same run and node just before `snapshot_id` (by seq), if any.
+pub fn previous_snapshot(conn: &Connection, snapshot_id: i64) -> Result<Option<i64>> {
+    conn.query_row(
+        "SELECT p.snapshot_id FROM snapshots s JOIN snapshots p ON p.run_id = s.run_id AND p.node = s.node AND p.seq < s.seq
+         WHERE s.snapshot_id = ?1 ORDER BY p.seq DESC LIMIT 1",
+        [snapshot_id],
+        |row| row.get(0),
+    )
+    .map(Some)
+    .or_else(|error| match error {
+        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+        other => Err(query_error(other)),
+    })
+}
+
+/// A memory's free bytes and largest hole at one snapshot.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Recent {
+    pub snapshot_id: i64,
+    pub seq: i64,
+    pub time_s: f64,
+    pub free_bytes: u64,
+    pub largest_hole: u64,
+}
+
+/// A memory's figures at its last `count` snapshots up to and including `snapshot_id`, oldest first.
+pub fn recent_figures(conn: &Connection, memory_id: i64, snapshot_id: i64, count: u32) -> Result<Vec<Recent>> {
+    let mut statement = conn
+        .prepare(
+            "SELECT snapshot_id, seq, time_s, free_bytes, largest_hole FROM memory_trend
+             WHERE memory_id = ?1 AND seq <= (SELECT seq FROM snapshots WHERE snapshot_id = ?2)
+             ORDER BY seq DESC LIMIT ?3",
+        )
+        .map_err(query_error)?;
+    let rows = statement
+        .query_map(params![memory_id, snapshot_id, count], |row| {
+            Ok(Recent { snapshot_id: row.get(0)?, seq: row.get(1)?, time_s: row.get(2)?, free_bytes: to_u64(row.get(3)?), largest_hole: to_u64(row.get(4)?) })
+        })
+        .map_err(query_error)?;
+    let mut recent: Vec<Recent> = rows.collect::<rusqlite::Result<_>>().map_err(query_error)?;
+    recent.reverse();
+    Ok(recent)
+}
+
+/// A memory across its run: the node's snapshots and every span of the memory's allocations,
+/// each drawn from its first snapshot's time to the time of the snapshot after its last.
+pub fn history(conn: &Connection, memory_id: i64) -> Result<History> {
+    let (run, node, handle, kind, run_id): (String, i64, String, String, i64) = conn
+        .query_row("SELECT run, node, handle, kind, run_id FROM memories WHERE memory_id = ?1", [memory_id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+        })
+        .map_err(query_error)?;
+    let capacity: i64 = conn
+        .query_row("SELECT coalesce(max(capacity), 0) FROM memory_stats WHERE memory_id = ?1", [memory_id], |row| row.get(0))
+        .map_err(query_error)?;
+    let mut statement = conn
+        .prepare("SELECT snapshot_id, time_s, reason = 'oom' FROM snapshots WHERE run_id = ?1 AND node = ?2 ORDER BY seq")
+        .map_err(query_error)?;
+    let snapshots: Vec<(i64, f64, bool)> = statement
+        .query_map(params![run_id, node], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .map_err(query_error)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(query_error)?;
+    // When a span ends: the next snapshot's time, or one interval past the last one.
+    let position: std::collections::HashMap<i64, usize> = snapshots.iter().enumerate().map(|(index, (id, _, _))| (*id, index)).collect();
+    let last_interval = match snapshots.as_slice() {
+        [.., (_, before, _), (_, last, _)] => (last - before).max(1e-9),
+        _ => 1.0,
+    };
+    let end_of = |snapshot_id: i64| -> f64 {
+        match position.get(&snapshot_id) {
+            Some(&index) if index + 1 < snapshots.len() => snapshots[index + 1].1,
+            Some(&index) => snapshots[index].1 + last_interval,
+            None => 0.0,
+        }
+    };
+    let mut statement = conn
+        .prepare(
+            "SELECT s.first_time_ns / 1e9, s.last_snapshot_id, s.offset, s.size, s.state, s.kind, s.provenance, s.label, s.uid,
+                    (SELECT group_concat(DISTINCT ao.object_id) FROM allocation_objects ao WHERE ao.run_id = ?2 AND ao.uid = s.uid),
+                    s.first_snapshot_id
+             FROM allocation_spans s WHERE s.memory_id = ?1 ORDER BY s.first_seq, s.offset",
+        )
+        .map_err(query_error)?;
+    let spans = statement
+        .query_map(params![memory_id, run_id], |row| {
+            let last: i64 = row.get(1)?;
+            Ok(HistorySpan {
+                from_s: row.get(0)?,
+                to_s: end_of(last),
+                offset: to_u64(row.get(2)?),
+                size: to_u64(row.get(3)?),
+                state: state(&row.get::<_, String>(4)?)?,
+                kind: row.get(5)?,
+                provenance: row.get(6)?,
+                label: row.get(7)?,
+                uid: row.get(8)?,
+                objects: row.get(9)?,
+                first_snapshot_id: row.get(10)?,
+                last_snapshot_id: last,
+            })
+        })
+        .map_err(query_error)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(query_error)?;
+    Ok(History { run, node, handle, kind, capacity: to_u64(capacity), snapshots, spans })
 }

@@ -136,7 +136,7 @@ pub fn for_each_row(
             }
         }
     }
-    let names: Vec<String> = statement.column_names().into_iter().map(str::to_string).collect();
+    let names: Vec<String> = statement.column_names().map(str::to_string).collect();
     visit(RowEvent::Columns(&names))?;
     let width = names.len();
     let mut cursor = statement.raw_query();

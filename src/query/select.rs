@@ -84,6 +84,18 @@ pub fn snapshots_between(conn: &Connection, low: i64, high: i64) -> Result<Vec<i
     ids(conn, "SELECT snapshot_id FROM snapshots WHERE snapshot_id BETWEEN ?1 AND ?2 ORDER BY snapshot_id", [low, high])
 }
 
+/// The last `count` snapshots of `snapshot_id`'s run and node up to and including it, by seq.
+pub fn node_snapshots_up_to(conn: &Connection, snapshot_id: i64, count: u32) -> Result<Vec<i64>> {
+    let mut found = ids(
+        conn,
+        "SELECT p.snapshot_id FROM snapshots s JOIN snapshots p ON p.run_id = s.run_id AND p.node = s.node AND p.seq <= s.seq
+         WHERE s.snapshot_id = ?1 ORDER BY p.seq DESC LIMIT ?2",
+        params![snapshot_id, count],
+    )?;
+    found.reverse();
+    Ok(found)
+}
+
 /// The snapshots with a failed request (every one when `selector` is `None`).
 pub fn oom_snapshots(conn: &Connection, selector: Option<&str>) -> Result<Vec<i64>> {
     match selector {

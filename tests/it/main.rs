@@ -12,4 +12,5 @@ mod reader;
 mod schema;
 mod sim;
 mod storage;
+mod story;
 mod viz;

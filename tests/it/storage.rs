@@ -29,7 +29,7 @@ fn documented_views() -> Vec<(String, Vec<String>)> {
 
 fn view_columns(conn: &Connection, view: &str) -> Vec<String> {
     let statement = conn.prepare(&format!("SELECT * FROM {view}")).unwrap_or_else(|error| panic!("{view}: {error}"));
-    statement.column_names().into_iter().map(str::to_string).collect()
+    statement.column_names().map(str::to_string).collect()
 }
 
 fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {

@@ -33,7 +33,7 @@ fn terminal_bars_of_the_example_by_hand() {
 }
 
 /// Headless Chromium, or `None` (the test is skipped with a message, or fails under CI).
-fn browser() -> Option<PathBuf> {
+pub fn browser() -> Option<PathBuf> {
     let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
     let found = candidates.iter().map(PathBuf::from).find(|path| path.exists());
     if found.is_none() {
@@ -52,27 +52,43 @@ fn open_in_chromium(page: &Path, screenshot: &Path) -> String {
     open_link_in_chromium(page, "", screenshot)
 }
 
-fn open_link_in_chromium(page: &Path, hash: &str, screenshot: &Path) -> String {
+/// Headless Chromium's common flags: a throwaway profile, no network chatter, a fixed window.
+fn headless(profile: &Path, size: &str) -> Command {
+    let mut command = Command::new(chromium());
+    command
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--window-size={size}"));
+    command
+}
+
+/// The page's DOM after load, opened at `hash` (`#memory=...` or empty).
+pub fn dom_of(page: &Path, hash: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
-    let common = |command: &mut Command| {
-        command
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg("--window-size=1200,500");
-    };
-    let mut dump = Command::new(chromium());
-    common(&mut dump);
-    let output = dump.arg("--dump-dom").arg(format!("file://{}{hash}", page.display())).output().unwrap();
+    let output = headless(profile.path(), "1200,900").arg("--dump-dom").arg(format!("file://{}{hash}", page.display())).output().unwrap();
     assert!(output.status.success(), "chromium: {}", String::from_utf8_lossy(&output.stderr));
-    let mut shot = Command::new(chromium());
-    common(&mut shot);
-    let status = shot.arg(format!("--screenshot={}", screenshot.display())).arg(format!("file://{}{hash}", page.display())).output().unwrap();
-    assert!(status.status.success());
-    assert!(std::fs::metadata(screenshot).map(|meta| meta.len() > 1000).unwrap_or(false), "no screenshot");
     String::from_utf8(output.stdout).unwrap()
 }
 
-fn body_attribute(dom: &str, name: &str) -> Option<String> {
+/// A screenshot of the page opened at `hash`, for people to look at (kept when MEMSTATE_SHOTS
+/// names a folder).
+pub fn screenshot(page: &Path, hash: &str, png: &Path) {
+    let profile = tempfile::tempdir().unwrap();
+    let status = headless(profile.path(), "1300,1000").arg(format!("--screenshot={}", png.display())).arg(format!("file://{}{hash}", page.display())).output().unwrap();
+    assert!(status.status.success());
+    assert!(std::fs::metadata(png).map(|meta| meta.len() > 1000).unwrap_or(false), "no screenshot");
+    if let Some(folder) = std::env::var_os("MEMSTATE_SHOTS") {
+        let _ = std::fs::copy(png, Path::new(&folder).join(png.file_name().unwrap()));
+    }
+}
+
+pub fn open_link_in_chromium(page: &Path, hash: &str, shot: &Path) -> String {
+    let dom = dom_of(page, hash);
+    screenshot(page, hash, shot);
+    dom
+}
+
+pub fn body_attribute(dom: &str, name: &str) -> Option<String> {
     let body = &dom[dom.find("<body")?..];
     let body = &body[..body.find('>')?];
     let key = format!("{name}=\"");
@@ -168,7 +184,8 @@ fn the_html_map_zooms_and_tells_what_is_where() {
     assert!(body_attribute(&dom, "data-probe").unwrap().contains("pending_alloc"));
     // A hole, and the allocation holding a client object.
     let dom = open_link_in_chromium(&page, "#probe=400000", &dir.path().join("hole.png"));
-    assert!(body_attribute(&dom, "data-probe").unwrap().contains("hole [393216, 458752)"));
+    let probe = body_attribute(&dom, "data-probe").unwrap();
+    assert!(probe.contains("hole 0x60000-0x70000 [393216, 458752)") && probe.contains("65536 bytes"), "{probe}");
     let dom = open_link_in_chromium(&page, "#probe=1000", &dir.path().join("object.png"));
     let probe = body_attribute(&dom, "data-probe").unwrap();
     assert!(probe.contains("provenance train.py:12") && probe.contains("objects store-17 (x)"), "{probe}");
