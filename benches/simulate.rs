@@ -6,9 +6,6 @@ use std::time::Instant;
 
 use memstate::sim::{simulate, Compression, Config, FileLayout};
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     for (layout, compression) in [(FileLayout::Files, Compression::None), (FileLayout::Stream, Compression::Zstd)] {
         let config = Config { nodes: 4, gpus_per_node: 4, steps: 500, continue_after_oom: true, layout, compression, ..Config::default() };
