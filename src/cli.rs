@@ -303,6 +303,13 @@ pub struct SimulateArgs {
     /// Keep going after an out-of-memory error (the mapper backs off from that task).
     #[arg(long)]
     pub continue_after_oom: bool,
+    /// Start of the run's wall clock (each dump's wall_time): RFC 3339 (2026-12-01T08:00:00Z) or
+    /// now. The default is fixed, so the same seed writes the same files.
+    #[arg(long, value_name = "TIME", default_value = "2026-12-01T08:00:00Z", value_parser = parse_wall_start)]
+    pub wall_start: i64,
+    /// Wait this long after each dump (e.g. 500ms, 2s), to play a running job for import --follow.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub pace: Option<std::time::Duration>,
 
     /// Print the summary in this format.
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
@@ -612,4 +619,26 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
+}
+
+/// `now` or an RFC 3339 time, as seconds since the Unix epoch.
+fn parse_wall_start(text: &str) -> Result<i64, String> {
+    if text == "now" {
+        return Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs() as i64));
+    }
+    memstate::units::unix_seconds(text).ok_or_else(|| format!("{text:?}: expected now or an RFC 3339 time such as 2026-12-01T08:00:00Z"))
+}
+
+/// A duration: a number and ms, s or m (500ms, 2s, 1.5s, 1m).
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.trim().parse().map_err(|_| format!("{text:?}: expected a duration such as 500ms, 2s or 1m"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "s" | "" => value,
+        "m" | "min" => value * 60.0,
+        _ => return Err(format!("{text:?}: expected a duration such as 500ms, 2s or 1m")),
+    };
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?}: expected a duration from 0 up"))
 }

@@ -121,6 +121,76 @@ pub fn counted(count: u64, noun: &str) -> String {
     if count == 1 { format!("1 {noun}") } else { format!("{count} {noun}s") }
 }
 
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146097 + day_of_era - 719468
+}
+
+/// The date of a count of days since 1970-01-01 (the inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let days = days + 719468;
+    let era = days.div_euclid(146097);
+    let day_of_era = days - era * 146097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    (year_of_era + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// An RFC 3339 time in UTC with nanoseconds: `2026-12-01T08:00:01.500000000Z`.
+pub fn rfc3339_utc(unix_seconds: i64, nanos: u32) -> String {
+    let (year, month, day) = civil_from_days(unix_seconds.div_euclid(86400));
+    let second_of_day = unix_seconds.rem_euclid(86400);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60
+    )
+}
+
+/// Whole seconds since the Unix epoch of an RFC 3339 time (`2026-12-01T10:00:01.5Z`,
+/// `...+01:00`; the fraction is dropped, a leap second counts as the next second).
+pub fn unix_seconds(text: &str) -> Option<i64> {
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.bytes().all(|byte| byte.is_ascii_digit()).then(|| part.parse().ok()).flatten()
+    };
+    let bytes = text.as_bytes();
+    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') || bytes[13] != b':' || bytes[16] != b':' {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = &text[19..];
+    if let Some(fraction) = rest.strip_prefix('.') {
+        let digits = fraction.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        rest = &fraction[digits..];
+    }
+    let offset = match rest.as_bytes() {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), ..] if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
+            let minutes = rest.get(1..3)?.parse::<i64>().ok()? * 60 + rest.get(4..6)?.parse::<i64>().ok()?;
+            if *sign == b'+' { minutes * 60 } else { -minutes * 60 }
+        }
+        _ => return None,
+    };
+    Some(days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +233,27 @@ mod tests {
         assert_eq!(visible("\u{202e}txt.exe"), "\\u{202e}txt.exe");
         assert_eq!(visible_lines("first \u{1b}\nsecond"), "first \\x1b\nsecond");
         assert_eq!(visible("ünïcödé"), "ünïcödé");
+    }
+
+    /// Against `date -u -d @S +%Y-%m-%dT%H:%M:%S` worked out by hand: the epoch, a leap day, the
+    /// turn of a century that is not a leap year, one before 1970.
+    #[test]
+    fn wall_times_format_and_read_back() {
+        assert_eq!(rfc3339_utc(0, 0), "1970-01-01T00:00:00.000000000Z");
+        // 2024-02-29 is day 19782 since the epoch: 19782 * 86400 + 12:34:56.
+        assert_eq!(rfc3339_utc(19782 * 86400 + 45296, 500_000_000), "2024-02-29T12:34:56.500000000Z");
+        // 2100-03-01: 2100 is no leap year, so the day after 2100-02-28 (day 47540).
+        assert_eq!(rfc3339_utc(47541 * 86400, 0), "2100-03-01T00:00:00.000000000Z");
+        assert_eq!(rfc3339_utc(-1, 0), "1969-12-31T23:59:59.000000000Z");
+        assert_eq!(unix_seconds("2024-02-29T12:34:56.5Z"), Some(19782 * 86400 + 45296));
+        assert_eq!(unix_seconds("2024-02-29T13:34:56+01:00"), Some(19782 * 86400 + 45296));
+        assert_eq!(unix_seconds("2024-02-29t07:04:56-05:30"), Some(19782 * 86400 + 45296));
+        assert_eq!(unix_seconds("2016-12-31T23:59:60Z"), unix_seconds("2017-01-01T00:00:00Z"));
+        for bad in ["2024-02-29", "2024-13-01T00:00:00Z", "2024-02-29T12:34:56", "2024-02-29T12:34:56.Z", "now"] {
+            assert_eq!(unix_seconds(bad), None, "{bad}");
+        }
+        for seconds in [0i64, 951_782_400, 1_796_112_000, 4_102_444_800, -86_400 * 365] {
+            assert_eq!(unix_seconds(&rfc3339_utc(seconds, 0)), Some(seconds));
+        }
     }
 }

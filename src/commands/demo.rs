@@ -27,7 +27,10 @@ fn invocation() -> String {
 pub fn run(args: &DemoArgs) -> Result<u8> {
     let dumps = args.dir.join("dumps");
     let db_path = args.dir.join("memstate.db");
-    let config = sim::Config { seed: args.seed, run_id: format!("demo-seed{}", args.seed), ..Default::default() };
+    // The run happens now, so a dashboard's default time range (the last hours) shows it; run
+    // again, the demo replaces its earlier run.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(sim::DEFAULT_WALL_START, |elapsed| elapsed.as_secs() as i64);
+    let config = sim::Config { seed: args.seed, run_id: format!("demo-seed{}", args.seed), wall_start_unix: now, ..Default::default() };
     let simulated = sim::simulate(&config, &dumps, &mut |_| {})?;
     say(&[format!(
         "Simulated run {}: {} nodes x {} GPUs, {} steps, {} dumps ({} allocations) written to {}",
@@ -40,15 +43,18 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
         visible(&dumps.display().to_string())
     )])?;
     let mut database = db::open(&db_path)?;
-    let summary = ingest::import(&mut database, &[dumps.display().to_string()], IngestOptions::default(), &mut |_| {})?;
+    let summary = ingest::import(&mut database, &[dumps.display().to_string()], IngestOptions { replace: true, ..IngestOptions::default() }, &mut |_| {})?;
     say(&[format!(
-        "Imported {} dumps ({} allocations), {} unchanged (skipped), {} refused into {}",
+        "Imported {} dumps ({} allocations){}{} into {}",
         summary.imported + summary.replaced,
         summary.allocations,
-        summary.unchanged,
-        summary.refused,
+        if summary.replaced > 0 { format!(", {} of them replacing the previous demo run's", summary.replaced) } else { String::new() },
+        if summary.unchanged > 0 { format!(", {} unchanged since the previous demo run", summary.unchanged) } else { String::new() },
         visible(&db_path.display().to_string())
     )])?;
+    if summary.refused > 0 {
+        return Err(Error::Internal { file: dumps.display().to_string(), message: format!("{} simulated dumps were refused", summary.refused) });
+    }
     database.finish()?;
     let database = db::open_read_only(&db_path)?;
     let conn = &database.conn;

@@ -26,6 +26,8 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
         layout: args.layout.into(),
         compression: args.compression.into(),
         continue_after_oom: args.continue_after_oom,
+        wall_start_unix: args.wall_start,
+        pace: args.pace.unwrap_or_default(),
     };
     let bar = progress_bar(args.quiet, "{spinner} [{elapsed_precise}] {bar:30} step {pos}/{len}");
     let started = Instant::now();

@@ -59,7 +59,16 @@ pub struct Config {
     pub compression: Compression,
     /// Go on after an out-of-memory error (the mapper backs off) instead of ending the run.
     pub continue_after_oom: bool,
+    /// The wall time the run starts at, in seconds since the Unix epoch: each dump's `wall_time`
+    /// is this plus its `time_ns`. A fixed default keeps the output the same for the same seed.
+    pub wall_start_unix: i64,
+    /// Wait this long after writing each dump (and flush a stream's line), to play a running job
+    /// for `import --follow`; zero writes as fast as possible.
+    pub pace: std::time::Duration,
 }
+
+/// The default start of a simulated run: 2026-12-01T08:00:00Z.
+pub const DEFAULT_WALL_START: i64 = 1_796_112_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -78,6 +87,8 @@ impl Default for Config {
             layout: FileLayout::Files,
             compression: Compression::None,
             continue_after_oom: false,
+            wall_start_unix: DEFAULT_WALL_START,
+            pace: std::time::Duration::ZERO,
         }
     }
 }
@@ -152,8 +163,14 @@ impl Output {
                 }
                 if let Some(stream) = self.streams[node].as_mut() {
                     stream.write_all(text.as_bytes()).and_then(|_| stream.write_all(b"\n")).map_err(|error| io_error(&path, error))?;
+                    if !self.config.pace.is_zero() {
+                        stream.flush().map_err(|error| io_error(&path, error))?;
+                    }
                 }
             }
+        }
+        if !self.config.pace.is_zero() {
+            std::thread::sleep(self.config.pace);
         }
         Ok(())
     }
@@ -263,13 +280,9 @@ fn dump_node(simulation: &Simulation, node: &Node, seq: i64, reason: &str, note:
                    "provenance": strings.value(&store.provenance)})
         })
         .collect();
-    let seconds = time_ns / 1_000_000_000;
-    let wall_time = format!(
-        "2026-12-01T{:02}:{:02}:{:02}.{:09}Z",
-        (8 + seconds / 3600) % 24,
-        (seconds / 60) % 60,
-        seconds % 60,
-        time_ns % 1_000_000_000
+    let wall_time = crate::units::rfc3339_utc(
+        config.wall_start_unix.saturating_add(time_ns.div_euclid(1_000_000_000)),
+        time_ns.rem_euclid(1_000_000_000) as u32,
     );
     let mut snapshot = json!({"seq": seq, "time_ns": time_ns, "wall_time": wall_time, "reason": reason});
     if let Some(note) = note {

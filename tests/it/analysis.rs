@@ -164,8 +164,18 @@ fn the_demo_runs_and_shows_the_oom() {
         assert!(text.contains(words), "{words:?} missing from the demo:\n{text}");
     }
     assert!(text.lines().count() < 60, "the demo fits one screen:\n{text}");
-    // Again: the same dumps, nothing new lands.
+    // Again: the run happens anew (now) and replaces the earlier one; one run stays.
     let again = memstate().current_dir(dir.path()).arg("demo").output().unwrap();
-    assert_eq!(again.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&again.stdout).contains("Imported 0 dumps"));
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    let said = String::from_utf8_lossy(&again.stdout);
+    let imported = text.split("Imported ").nth(1).unwrap().split(' ').next().unwrap().to_string();
+    // (Run within the same second as the first, the dumps are the same and stay unchanged.)
+    assert!(
+        said.contains(&format!("Imported {imported} dumps")) && said.contains(&format!("{imported} of them replacing the previous demo run's"))
+            || said.contains(&format!("Imported 0 dumps (0 allocations), {imported} unchanged since the previous demo run")),
+        "{said}"
+    );
+    let db = dir.path().join("memstate-demo/memstate.db");
+    let snapshots = memstate().arg("--db").arg(&db).args(["sql", "--format", "csv", "SELECT count(*) FROM snapshots"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&snapshots.stdout).lines().nth(1), Some(imported.as_str()));
 }

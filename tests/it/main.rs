@@ -3,6 +3,7 @@
 mod analysis;
 mod cli;
 mod common;
+mod dashboards;
 mod db;
 mod figures;
 mod fuzz;
