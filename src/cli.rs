@@ -182,6 +182,26 @@ pub struct ImportArgs {
     /// Replace an imported snapshot when a different dump has the same run, node and seq.
     #[arg(long)]
     pub replace: bool,
+
+    /// Keep watching the files and folders and import each dump as soon as it is complete (a
+    /// file once it parses whole, a stream line once its newline is written), until Ctrl-C or
+    /// SIGTERM. Starting again resumes: what was imported is recognised and skipped.
+    #[arg(long)]
+    pub follow: bool,
+
+    /// With --follow: scan at least this often (500ms, 2s); file-system events wake it sooner.
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration, requires = "follow")]
+    pub interval: std::time::Duration,
+
+    /// With --follow: how long a file that does not parse must stay unchanged before it is
+    /// refused (until then it is taken for half-written).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration, requires = "follow")]
+    pub settle: std::time::Duration,
+
+    /// With --follow: do not use file-system events, only scan (they are missing on NFS and
+    /// parallel file systems anyway, where scanning is what works).
+    #[arg(long, requires = "follow")]
+    pub poll: bool,
 }
 
 #[derive(Debug, Args)]

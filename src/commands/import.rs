@@ -1,11 +1,18 @@
 //! `memstate import` and `memstate validate`: read dumps (with a progress bar on a terminal and
-//! refusals printed as they happen), then a one-line summary or its exact machine form.
+//! refusals printed as they happen), then a one-line summary or its exact machine form; and
+//! `import --follow`, with a live status line until Ctrl-C or SIGTERM.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
 
 use indicatif::ProgressBar;
 use memstate::dump::read::Limits;
+use memstate::follow::{FollowEvent, FollowOptions};
 use memstate::ingest::{self, ImportEvent, ImportSummary, IngestOptions};
+use memstate::units::visible;
 use memstate::query::{Cell, Report, Table};
 use memstate::{db, Result};
 
@@ -72,7 +79,57 @@ fn summary_report<'r>(summary: &'r ImportSummary, verb: &'r str, db: Option<&'r 
     })
 }
 
+/// The live status line of --follow: counts, and the latest snapshot of each node.
+fn follow_status(summary: &ImportSummary, latest: &BTreeMap<(String, i64), i64>, last: Option<&(String, i64, i64, Instant)>) -> String {
+    let mut nodes: Vec<String> = latest.iter().take(8).map(|((run, node), seq)| format!("{} n{node} seq {seq}", visible(run))).collect();
+    if latest.len() > 8 {
+        nodes.push(format!("{} more", latest.len() - 8));
+    }
+    let last = last.map(|(run, node, seq, when)| format!(" · last {} n{node} seq {seq}, {:.0} s ago", visible(run), when.elapsed().as_secs_f64())).unwrap_or_default();
+    format!(
+        "{} dumps ({} new), {} allocations, {} refused{last}{}",
+        summary.imported + summary.replaced + summary.unchanged,
+        summary.imported + summary.replaced,
+        summary.allocations,
+        summary.refused,
+        if nodes.is_empty() { String::new() } else { format!(" · latest by node: {}", nodes.join(", ")) }
+    )
+}
+
+/// `import --follow`: until Ctrl-C or SIGTERM.
+fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
+        .map_err(|error| memstate::Error::Usage(format!("cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}")))?;
+    let mut database = db::open(db_path)?;
+    // wide_msg: the line is cut to the terminal's width, never wrapped.
+    let bar = progress_bar(args.read.quiet, "{spinner} {prefix} · {wide_msg}");
+    let mut last_landed: Option<(String, i64, i64, Instant)> = None;
+    let options = FollowOptions { ingest: options(&args.read, args.replace), interval: args.interval, settle: args.settle, events: !args.poll };
+    let summary = memstate::follow::follow(&mut database, &args.read.paths, options, &stop, &mut |event| match event {
+        FollowEvent::Watching { how } => {
+            let paths = if args.read.paths.len() == 1 { "1 path".to_string() } else { format!("{} paths", args.read.paths.len()) };
+            bar.set_prefix(format!("following {paths} (Ctrl-C stops)"));
+            if bar.is_hidden() && !args.read.quiet {
+                eprintln!("following {} by {how}; Ctrl-C or SIGTERM stops", args.read.paths.join(" "));
+            }
+        }
+        FollowEvent::Landed { run, node, seq, .. } => last_landed = Some((run.to_string(), node, seq, Instant::now())),
+        FollowEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
+        FollowEvent::Scanned { summary, latest } => bar.set_message(follow_status(summary, latest, last_landed.as_ref())),
+    });
+    bar.finish_and_clear();
+    let summary = summary?;
+    database.finish()?;
+    Printer::with_format(args.read.format).print(&summary_report(&summary, "followed: imported", Some(db_path)))?;
+    Ok(if summary.refused > 0 { 1 } else { 0 })
+}
+
 pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
+    if args.follow {
+        return follow(db_path, args);
+    }
     let mut database = db::open(db_path)?;
     let bar = progress_bar(args.read.quiet, BAR);
     let summary = ingest::import(&mut database, &args.read.paths, options(&args.read, args.replace), &mut show_events(&bar));

@@ -154,7 +154,8 @@ fn walk(folder: &Path, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)
     }
 }
 
-fn describe_io(error: &io::Error) -> String {
+/// An I/O error as the user reads it.
+pub fn describe_io(error: &io::Error) -> String {
     match error.kind() {
         io::ErrorKind::NotFound => "no such file or folder".to_string(),
         io::ErrorKind::PermissionDenied => "permission denied".to_string(),
@@ -180,6 +181,12 @@ fn decompress(mut reader: BufReader<Box<dyn Read + Send>>) -> io::Result<(Box<dy
     } else {
         Ok((Box::new(reader), false))
     }
+}
+
+/// A file's bytes, decompressed when its first bytes say so (gzip, zstd); whether they were.
+pub fn open_decompressed(path: &Path) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
+    let file: Box<dyn Read + Send> = Box::new(File::open(path)?);
+    decompress(BufReader::with_capacity(1 << 16, file))
 }
 
 /// The records of one input, read lazily.

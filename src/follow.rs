@@ -1,0 +1,515 @@
+//! `import --follow`: keep a database current while a job writes its dumps.
+//!
+//! The given files and folders are scanned again and again: at once when the file system reports
+//! a change (inotify and the like, through the `notify` crate), and every `interval` in any case,
+//! which is all there is on file systems without change events (NFS, Lustre, GPFS: where HPC jobs
+//! write). Each dump is imported as soon as it is complete:
+//!
+//! * a document file (`.json`, `.json.gz`, ...) once it parses whole. While it does not, it is taken
+//!   for half-written and waited for; only when it has not changed for `settle` is it refused, once,
+//!   with the usual message. Changed again later, it is read again.
+//! * a stream (`.ndjson`, `.jsonl`) line by line, each line once its newline is written: a line
+//!   still being written is kept (in memory, up to the dump size limit) and finished later. A
+//!   complete line that is not a valid dump is refused at once, naming the file and line. A plain
+//!   stream is read on from where the last read stopped; a compressed one is decompressed from its
+//!   start each time it grows, skipping the lines already taken. A stream that shrinks or is
+//!   replaced (a new inode) is read again from its start.
+//!
+//! Nothing is duplicated: a dump imported before (by an earlier `--follow`, or `import`) is
+//! recognised by its content and counted as unchanged, so stopping and starting again resumes.
+//! The caller's `stop` flag is looked at between dumps: each dump lands whole or not at all.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufRead, Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::db::{Database, Importer, Outcome};
+use crate::dump::read::{self, Form, Input};
+use crate::dump::{self, parse_document, Document, Options};
+use crate::error::{Error, Result};
+use crate::ingest::{ImportSummary, IngestOptions};
+
+/// How to follow.
+#[derive(Debug, Clone, Copy)]
+pub struct FollowOptions {
+    pub ingest: IngestOptions,
+    /// Scan at least this often.
+    pub interval: Duration,
+    /// How long a document that does not parse must stay unchanged before it is refused.
+    pub settle: Duration,
+    /// Use file-system change events (else scanning alone).
+    pub events: bool,
+}
+
+/// Something that happened while following.
+#[derive(Debug)]
+pub enum FollowEvent<'a> {
+    /// How changes are noticed: with events and scans, or scans alone (and why).
+    Watching { how: String },
+    /// A dump landed (or was already there).
+    Landed { source: &'a str, run: &'a str, node: i64, seq: i64, outcome: &'a Outcome },
+    /// A dump or an input was refused (once).
+    Refused { error: &'a Error },
+    /// A scan ended; the counts so far and the latest seq of each (run, node).
+    Scanned { summary: &'a ImportSummary, latest: &'a BTreeMap<(String, i64), i64> },
+}
+
+/// What identifies a version of a file: its inode, length and modification time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    device: u64,
+    inode: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Stamp { device: meta.dev(), inode: meta.ino(), len: meta.len(), modified: meta.modified().ok() })
+}
+
+/// What is known of one file.
+enum Tracked {
+    Document {
+        /// The version last imported or refused.
+        done: Option<Stamp>,
+        /// The version that does not parse (yet), and since when it has been the same.
+        failing: Option<(Stamp, Instant)>,
+    },
+    PlainStream(Position),
+    PackedStream {
+        /// Complete lines taken so far.
+        lines: u64,
+        done: Option<Stamp>,
+        failing: Option<(Stamp, Instant)>,
+    },
+}
+
+/// How far a plain stream has been read.
+#[derive(Default)]
+struct Position {
+    /// The file's device and inode: another file under the same name is read from its start.
+    file: Option<(u64, u64)>,
+    /// Bytes read so far, and complete lines among them.
+    offset: u64,
+    line: u64,
+    /// The start of a line whose newline is not written yet.
+    partial: Vec<u8>,
+    /// The line being read is over the size limit: its bytes are dropped until its newline.
+    oversized: bool,
+}
+
+/// Whether a file's first bytes are those of gzip or zstd.
+fn is_compressed(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    let read = File::open(path).and_then(|mut file| file.read(&mut magic)).unwrap_or(0);
+    magic[..read].starts_with(&[0x1f, 0x8b]) || magic[..read].starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
+}
+
+fn tracked_for(input: &Input, path: &Path) -> Tracked {
+    let name = input.display.to_ascii_lowercase();
+    match input.form {
+        Form::Stream if name.ends_with(".gz") || name.ends_with(".zst") || is_compressed(path) => Tracked::PackedStream { lines: 0, done: None, failing: None },
+        Form::Stream => Tracked::PlainStream(Position::default()),
+        // A file named otherwise is read as one document: name streams .ndjson or .jsonl.
+        Form::Document | Form::Sniff => Tracked::Document { done: None, failing: None },
+    }
+}
+
+/// The follower's state between scans.
+struct Follower<'d> {
+    importer: Importer<'d>,
+    options: FollowOptions,
+    summary: ImportSummary,
+    latest: BTreeMap<(String, i64), i64>,
+    files: HashMap<PathBuf, Tracked>,
+    /// Problems with the paths themselves (an unreadable folder), each said once.
+    said: HashSet<String>,
+}
+
+/// Follow `paths` until `stop` is set, importing into `database`; the counts at the end.
+pub fn follow(database: &mut Database, paths: &[String], options: FollowOptions, stop: &AtomicBool, report: &mut dyn FnMut(FollowEvent)) -> Result<ImportSummary> {
+    if paths.iter().any(|path| path == "-") {
+        return Err(Error::Usage("--follow watches files and folders; a stream on standard input is read to its end without it".to_string()));
+    }
+    let started = Instant::now();
+    let display = database.display();
+    let mut follower = Follower {
+        importer: Importer::new(&mut database.conn, display),
+        options,
+        summary: ImportSummary::default(),
+        latest: BTreeMap::new(),
+        files: HashMap::new(),
+        said: HashSet::new(),
+    };
+    let (wake, woken) = mpsc::channel::<()>();
+    let mut watcher = if options.events { Watch::start(wake) } else { Err("scanning only, as asked (--poll)".to_string()) };
+    let every = format!("a scan every {} ms", options.interval.as_millis());
+    report(FollowEvent::Watching {
+        how: match &watcher {
+            Ok(_) => format!("file-system events and {every}"),
+            Err(why) => format!("{every} ({why})"),
+        },
+    });
+    while !stop.load(Ordering::SeqCst) {
+        if let Ok(watch) = &mut watcher {
+            watch.add(paths);
+        }
+        follower.scan(paths, stop, report)?;
+        follower.summary.seconds = started.elapsed().as_secs_f64();
+        report(FollowEvent::Scanned { summary: &follower.summary, latest: &follower.latest });
+        // Sleep until a change is reported or the interval has passed, waking often enough to
+        // notice `stop`.
+        let deadline = Instant::now() + options.interval;
+        while !stop.load(Ordering::SeqCst) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            if woken.recv_timeout(left.min(Duration::from_millis(100))).is_ok() {
+                // A burst of writes is one scan: let it settle a moment, then drain the rest.
+                std::thread::sleep(Duration::from_millis(20));
+                while woken.try_recv().is_ok() {}
+                break;
+            }
+        }
+    }
+    follower.summary.seconds = started.elapsed().as_secs_f64();
+    Ok(follower.summary)
+}
+
+/// File-system change events, when the platform and file system give them.
+struct Watch {
+    watcher: notify::RecommendedWatcher,
+    watched: HashSet<PathBuf>,
+}
+
+impl Watch {
+    fn start(wake: mpsc::Sender<()>) -> std::result::Result<Watch, String> {
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok() {
+                let _ = wake.send(());
+            }
+        })
+        .map_err(|error| format!("no file-system events here: {error}"))?;
+        Ok(Watch { watcher, watched: HashSet::new() })
+    }
+
+    /// Watch each path that exists and is not watched yet: a folder and all below it, or the
+    /// folder holding a file (so a file written anew, by rename, is seen too).
+    fn add(&mut self, paths: &[String]) {
+        use notify::{RecursiveMode, Watcher};
+        for given in paths {
+            let path = Path::new(given);
+            let (target, mode) = if path.is_dir() {
+                (path.to_path_buf(), RecursiveMode::Recursive)
+            } else {
+                match path.parent() {
+                    Some(parent) if parent.as_os_str().is_empty() => (PathBuf::from("."), RecursiveMode::NonRecursive),
+                    Some(parent) => (parent.to_path_buf(), RecursiveMode::NonRecursive),
+                    None => continue,
+                }
+            };
+            if !target.exists() || self.watched.contains(&target) {
+                continue;
+            }
+            // A path that cannot be watched (too many watches, a file system without events) is
+            // still scanned.
+            if self.watcher.watch(&target, mode).is_ok() {
+                self.watched.insert(target);
+            }
+        }
+    }
+}
+
+impl Follower<'_> {
+    /// One pass over every input under `paths`.
+    fn scan(&mut self, paths: &[String], stop: &AtomicBool, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+        // A path that does not exist yet (the job has not made its folder) is waited for quietly.
+        let present: Vec<String> = paths.iter().filter(|path| Path::new(path).exists()).cloned().collect();
+        let expanded = read::expand(&present);
+        for error in &expanded.errors {
+            if self.said.insert(error.to_string()) {
+                self.summary.refused += 1;
+                report(FollowEvent::Refused { error });
+            }
+        }
+        self.summary.ignored_files = expanded.ignored_files;
+        self.summary.skipped = expanded.skipped;
+        self.summary.inputs = expanded.inputs.len() as u64;
+        for input in &expanded.inputs {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let Some(path) = input.path.clone() else { continue };
+            let mut tracked = self.files.remove(&path).unwrap_or_else(|| tracked_for(input, &path));
+            let outcome = match &mut tracked {
+                Tracked::Document { done, failing } => self.document(input, &path, done, failing, report),
+                Tracked::PlainStream(position) => self.plain_stream(input, &path, position, stop, report),
+                Tracked::PackedStream { lines, done, failing } => self.packed_stream(input, &path, lines, done, failing, stop, report),
+            };
+            self.files.insert(path, tracked);
+            outcome?;
+        }
+        Ok(())
+    }
+
+    /// Parse one record and import it; a bad record is refused. Only a failure of the database
+    /// itself is returned.
+    fn record(&mut self, source: &str, text: &[u8], report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+        match parse_document(text, source, Options { strict: self.options.ingest.strict }) {
+            Ok(document) => self.land(source, document, report),
+            Err(error) => {
+                self.refuse(&error, report);
+                Ok(())
+            }
+        }
+    }
+
+    fn refuse(&mut self, error: &Error, report: &mut dyn FnMut(FollowEvent)) {
+        self.summary.refused += 1;
+        report(FollowEvent::Refused { error });
+    }
+
+    fn land(&mut self, source: &str, document: Document, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+        match document {
+            Document::Annotations(annotations) => {
+                self.importer.import_annotations(&annotations)?;
+                self.summary.annotations += 1;
+            }
+            Document::Dump(parsed) => {
+                let prepared = dump::prepare(*parsed);
+                let (run, node, seq) = (prepared.dump.run.id.clone(), prepared.dump.run.node, prepared.dump.snapshot.seq);
+                match self.importer.import(&prepared, source, self.options.ingest.replace) {
+                    Ok(outcome) => {
+                        match outcome {
+                            Outcome::Imported { allocations, .. } => {
+                                self.summary.imported += 1;
+                                self.summary.allocations += allocations;
+                            }
+                            Outcome::Replaced { allocations, .. } => {
+                                self.summary.replaced += 1;
+                                self.summary.allocations += allocations;
+                            }
+                            Outcome::Unchanged { .. } => self.summary.unchanged += 1,
+                        }
+                        let latest = self.latest.entry((run.clone(), node)).or_insert(seq);
+                        *latest = (*latest).max(seq);
+                        report(FollowEvent::Landed { source, run: &run, node, seq, outcome: &outcome });
+                    }
+                    Err(error @ Error::Input { .. }) => self.refuse(&error, report),
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A document: import it once it parses; refuse it once it has stayed broken for `settle`.
+    fn document(
+        &mut self,
+        input: &Input,
+        path: &Path,
+        done: &mut Option<Stamp>,
+        failing: &mut Option<(Stamp, Instant)>,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
+        let Some(now) = stamp(path) else { return Ok(()) };
+        if *done == Some(now) {
+            return Ok(());
+        }
+        let settled = match failing {
+            Some((seen, since)) if *seen == now => {
+                if since.elapsed() < self.options.settle {
+                    return Ok(());
+                }
+                true
+            }
+            _ => false,
+        };
+        let whole = Input { form: Form::Document, ..input.clone() };
+        let read = read::open(&whole, self.options.ingest.limits).and_then(|mut records| records.next().unwrap_or_else(|| Err(Error::input(&input.display, "", "empty input"))));
+        let parsed = read.and_then(|record| parse_document(&record.text, &record.source, Options { strict: self.options.ingest.strict }).map(|document| (record.source, document)));
+        match parsed {
+            Ok((source, document)) => {
+                *done = Some(now);
+                *failing = None;
+                self.land(&source, document, report)
+            }
+            Err(error) if settled => {
+                *done = Some(now);
+                *failing = None;
+                self.refuse(&error, report);
+                Ok(())
+            }
+            Err(_) => {
+                *failing = Some((now, Instant::now()));
+                Ok(())
+            }
+        }
+    }
+
+    /// A plain stream: read on from where the last scan stopped, a line at a time.
+    fn plain_stream(
+        &mut self,
+        input: &Input,
+        path: &Path,
+        position: &mut Position,
+        stop: &AtomicBool,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
+        let Position { file: file_id, offset, line, partial, oversized } = position;
+        let Some(now) = stamp(path) else { return Ok(()) };
+        if *file_id != Some((now.device, now.inode)) || now.len < *offset {
+            // A new file, or the same name written anew: from the start.
+            *file_id = Some((now.device, now.inode));
+            (*offset, *line, *oversized) = (0, 0, false);
+            partial.clear();
+        }
+        if now.len == *offset {
+            return Ok(());
+        }
+        let mut file = match File::open(path).and_then(|mut file| file.seek(SeekFrom::Start(*offset)).map(|_| file)) {
+            Ok(file) => file,
+            Err(_) => return Ok(()), // gone or unreadable for now: try again next scan
+        };
+        let limit = self.options.ingest.limits.max_dump_size;
+        let mut chunk = vec![0u8; 1 << 20];
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            let count = match file.read(&mut chunk) {
+                Ok(0) | Err(_) => return Ok(()),
+                Ok(count) => count,
+            };
+            let mut rest = &chunk[..count];
+            while let Some(end) = memchr::memchr(b'\n', rest) {
+                let (head, tail) = (&rest[..end], &rest[end + 1..]);
+                *line += 1;
+                *offset += head.len() as u64 + 1;
+                let too_long = *oversized || (partial.len() + head.len()) as u64 > limit;
+                if too_long {
+                    let error = Error::Read {
+                        file: format!("{}:{}", input.display, line),
+                        message: format!("larger than {limit} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)"),
+                    };
+                    self.refuse(&error, report);
+                } else {
+                    partial.extend_from_slice(head);
+                    if !partial.iter().all(u8::is_ascii_whitespace) {
+                        let text = std::mem::take(partial);
+                        self.record(&format!("{}:{}", input.display, line), &text, report)?;
+                    }
+                }
+                partial.clear();
+                *oversized = false;
+                rest = tail;
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(());
+                }
+            }
+            // The start of a line whose newline is not written yet.
+            *offset += rest.len() as u64;
+            if *oversized || (partial.len() + rest.len()) as u64 > limit {
+                *oversized = true;
+                partial.clear();
+            } else {
+                partial.extend_from_slice(rest);
+            }
+        }
+    }
+
+    /// A compressed stream: decompress it from its start, take the complete lines not taken yet.
+    #[allow(clippy::too_many_arguments)]
+    fn packed_stream(
+        &mut self,
+        input: &Input,
+        path: &Path,
+        lines: &mut u64,
+        done: &mut Option<Stamp>,
+        failing: &mut Option<(Stamp, Instant)>,
+        stop: &AtomicBool,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
+        let Some(now) = stamp(path) else { return Ok(()) };
+        if *done == Some(now) {
+            return Ok(());
+        }
+        let settled = match failing {
+            Some((seen, since)) if *seen == now => {
+                if since.elapsed() < self.options.settle {
+                    return Ok(());
+                }
+                true
+            }
+            _ => false,
+        };
+        let Ok((mut reader, _)) = read::open_decompressed(path) else { return Ok(()) };
+        let limit = self.options.ingest.limits.max_dump_size;
+        let mut number = 0u64;
+        let mut text = Vec::new();
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            text.clear();
+            // Bounded: a line over the limit is refused without holding it.
+            let read = (&mut reader).take(limit.saturating_add(2)).read_until(b'\n', &mut text);
+            match read {
+                Ok(0) => {
+                    // The end of what is written: all complete lines taken.
+                    *done = Some(now);
+                    *failing = None;
+                    return Ok(());
+                }
+                Ok(_) if text.last() == Some(&b'\n') => {
+                    number += 1;
+                    if number <= *lines {
+                        continue;
+                    }
+                    *lines = number;
+                    if !text.iter().all(u8::is_ascii_whitespace) {
+                        let source = format!("{}:{number}", input.display);
+                        self.record(&source, &text, report)?;
+                    }
+                }
+                Ok(_) if text.len() as u64 > limit => {
+                    // Over the limit: refuse it once and stop here (its end cannot be found
+                    // without reading it all); the stream is not read further.
+                    let error = Error::Read {
+                        file: format!("{}:{}", input.display, number + 1),
+                        message: format!("larger than {limit} bytes once decompressed, the limit for one dump; refused, with the rest of the stream"),
+                    };
+                    *done = Some(now);
+                    self.refuse(&error, report);
+                    return Ok(());
+                }
+                Ok(_) => {
+                    // A last line without its newline yet: taken once it has one (this version
+                    // of the file is done with).
+                    *done = Some(now);
+                    *failing = None;
+                    return Ok(());
+                }
+                Err(error) if settled => {
+                    // The compressed data stops short and has not grown for `settle`.
+                    *done = Some(now);
+                    *failing = None;
+                    let error = Error::Read { file: format!("{}:{}", input.display, number + 1), message: format!("corrupt or truncated compressed data: {error}") };
+                    self.refuse(&error, report);
+                    return Ok(());
+                }
+                Err(_) => {
+                    *failing = Some((now, Instant::now()));
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
