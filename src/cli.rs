@@ -101,6 +101,10 @@ pub enum Command {
     /// Draw a trend chart of a figure across a run's snapshots as SVG, one line per memory.
     Plot(PlotArgs),
 
+    /// Write Datasette metadata for the database: titles, descriptions and units of every view
+    /// and column, and the canned queries (datasette memstate.db -m metadata.json).
+    DatasetteMetadata(DatasetteArgs),
+
     /// Print a shell completion script: memstate completions bash > /etc/bash_completion.d/memstate
     Completions(CompletionsArgs),
 
@@ -524,6 +528,17 @@ pub struct BlockersArgs {
     pub html: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DatasetteArgs {
+    /// Write to this file instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// The name Datasette serves the database under (default: the --db file's name without its
+    /// extension, as Datasette names it: memstate.db → memstate).
+    #[arg(long, value_name = "NAME")]
+    pub database: Option<String>,
 }
 
 #[derive(Debug, Args)]

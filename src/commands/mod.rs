@@ -4,6 +4,7 @@
 
 mod blockers;
 mod completions;
+mod datasette;
 mod demo;
 mod diff;
 mod import;
@@ -48,6 +49,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Report(args) => report::run(&db, &args),
         Command::Map(args) => map::run(&db, &args),
         Command::Plot(args) => plot::run(&db, &args),
+        Command::DatasetteMetadata(args) => datasette::run(&db, &args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man => completions::man(),
     }

@@ -23,7 +23,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use crate::error::{Error, Result};
 
 pub use import::{Importer, Outcome};
-pub use schema::{schema_version, APPLICATION_ID};
+pub use schema::{schema_version, storage_tables, APPLICATION_ID};
 
 /// How long a writer waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -97,6 +97,22 @@ fn known_objects() -> &'static BTreeSet<String> {
     })
 }
 
+/// The private storage tables of the current schema (and the migration history): what readers
+/// such as Datasette should hide, found by running the migrations on an in-memory database.
+pub fn storage_tables() -> Vec<String> {
+    let mut tables = vec![HISTORY.to_string()];
+    if let Ok(conn) = Connection::open_in_memory() {
+        let applied = migrations().iter().all(|migration| conn.execute_batch(&migration.sql).is_ok());
+        if applied {
+            if let Ok(names) = object_names(&conn) {
+                tables.extend(names.into_iter().filter(|(kind, _)| kind == "table").map(|(_, name)| name));
+            }
+        }
+    }
+    tables.sort();
+    tables
+}
+
 /// (type, name) of every schema object but SQLite's own.
 fn object_names(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
     let mut statement = conn.prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name")?;

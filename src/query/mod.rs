@@ -3,6 +3,7 @@
 //! analyses' inputs. Everything here reads the public views only. Results leave through [`output`].
 
 pub mod canned;
+pub mod datasette;
 pub mod listing;
 pub mod load;
 pub mod output;

@@ -199,3 +199,305 @@ fn import_follow_takes_each_dump_once_it_is_complete_and_resumes_without_duplica
     assert!(stdout.contains("followed: imported 1 dumps") && stdout.contains("6 unchanged"), "{stdout}");
     assert_eq!(snapshot_count(&db), 7);
 }
+
+/// The demo's database, made once per test that needs it.
+fn demo_db(dir: &Path) -> std::path::PathBuf {
+    let output = crate::common::memstate().arg("demo").arg("--dir").arg(dir).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    dir.join("memstate.db")
+}
+
+/// Run SQL with the sqlite3 program (as Grafana's plugin would, outside memstate): rows as JSON.
+fn sqlite3_rows(db: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
+    // On standard input: an argument starting with "--" (a comment) would be taken for an option.
+    let mut child = std::process::Command::new("sqlite3")
+        .arg("-readonly")
+        .arg("-json")
+        .arg(db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(sql.as_bytes()).unwrap();
+        stdin.write_all(b";\n").unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "sqlite3 refused:\n{sql}\n{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8(output.stdout).unwrap();
+    if text.trim().is_empty() {
+        return Vec::new();
+    }
+    serde_json::from_str::<Vec<serde_json::Map<String, Value>>>(&text).unwrap_or_else(|error| panic!("{error}: {text}"))
+}
+
+#[test]
+fn every_grafana_panel_query_returns_rows_with_its_time_column() {
+    if !crate::common::have("sqlite3", "to run the Grafana dashboard's SQL as its data source would") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = demo_db(dir.path());
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/grafana/memstate.json")).unwrap()).unwrap();
+    // The variables as Grafana fills them: each variable's own query gives its choices (the first
+    // is taken, or all for a multi-value one with All).
+    let mut values: Vec<(String, Vec<String>)> = Vec::new();
+    let substitute = |sql: &str, values: &[(String, Vec<String>)], from_ms: i64, to_ms: i64| -> String {
+        let mut sql = sql.replace("$__from", &from_ms.to_string()).replace("$__to", &to_ms.to_string());
+        for (name, chosen) in values {
+            let quoted: Vec<String> = chosen.iter().map(|value| format!("'{}'", value.replace('\'', "''"))).collect();
+            sql = sql.replace(&format!("${{{name}:singlequote}}"), &quoted.join(",")).replace(&format!("${{{name}}}"), &chosen.join(",")).replace(&format!("${name}"), &chosen.join(","));
+        }
+        assert!(!sql.contains('$'), "a variable left in:\n{sql}");
+        sql
+    };
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        let name = variable["name"].as_str().unwrap().to_string();
+        assert_eq!(variable["datasource"]["type"], "frser-sqlite-datasource");
+        let sql = substitute(variable["query"]["rawQueryText"].as_str().unwrap(), &values, 0, 0);
+        let rows = sqlite3_rows(&db, &sql);
+        assert!(!rows.is_empty(), "variable {name} has no choices:\n{sql}");
+        let choices: Vec<String> = rows.iter().map(|row| row.values().next().unwrap().to_string().trim_matches('"').to_string()).collect();
+        let chosen = if variable["includeAll"] == true { choices } else { vec![choices[0].clone()] };
+        values.push((name, chosen));
+    }
+    assert_eq!(values.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(), ["run", "node", "memory_kind"]);
+    // The time range: the demo's run, which happened just now (its wall times start now).
+    let conn = Connection::open(&db).unwrap();
+    let (first, last): (f64, f64) = conn.query_row("SELECT min(time_unix), max(time_unix) FROM snapshots", [], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!((now - first).abs() < 600.0, "the demo's run happened now: {first} vs {now}");
+    let (from_ms, to_ms) = ((first * 1000.0) as i64 - 1000, (last * 1000.0) as i64 + 1000);
+    let mut targets: Vec<(String, Value)> = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            targets.push((panel["title"].as_str().unwrap().to_string(), target.clone()));
+        }
+    }
+    for annotation in dashboard["annotations"]["list"].as_array().unwrap() {
+        if annotation["datasource"]["type"] == "frser-sqlite-datasource" {
+            targets.push((annotation["name"].as_str().unwrap().to_string(), annotation["target"].clone()));
+        }
+    }
+    assert_eq!(targets.len(), 5, "four panels and the OOM annotations");
+    for (title, target) in &targets {
+        assert_eq!(target["datasource"]["uid"], "memstate", "{title}: the provisioned data source");
+        let sql = substitute(target["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+        let rows = sqlite3_rows(&db, &sql);
+        assert!(!rows.is_empty(), "{title}: no rows:\n{sql}");
+        let time_columns: Vec<&str> = target["timeColumns"].as_array().unwrap().iter().map(|column| column.as_str().unwrap()).collect();
+        assert!(!time_columns.is_empty(), "{title}: declares its time column");
+        for row in &rows {
+            for column in &time_columns {
+                let time = row.get(*column).and_then(Value::as_f64).unwrap_or_else(|| panic!("{title}: no Unix time in {column}: {row:?}"));
+                assert!(time >= first - 1e-3 && time <= last + 1e-3, "{title}: {column} = {time} is outside the run [{first}, {last}]");
+            }
+        }
+        eprintln!("grafana: {title}: {} rows", rows.len());
+    }
+    // The provenance table, checked by a second method: the allocations view at that snapshot.
+    let table = substitute(targets[3].1["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+    let listed: i64 = sqlite3_rows(&db, &table).iter().map(|row| row["allocations"].as_i64().unwrap()).sum();
+    let live = sqlite3_rows(&db, &format!("SELECT count(*) AS n FROM allocations WHERE state IN ('valid', 'pending_alloc') AND snapshot_id = (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {} ORDER BY seq DESC LIMIT 1)", values[1].1[0]));
+    assert!(listed > 0 && listed <= live[0]["n"].as_i64().unwrap(), "the 25 biggest holders are among the live allocations");
+    // The stacked kinds, checked by a second method: at the node's last snapshot, each kind's
+    // last step equals the sum over that snapshot's allocations.
+    let by_kind = substitute(targets[2].1["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+    let steps = sqlite3_rows(&db, &by_kind);
+    let mut last_step: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for row in &steps {
+        last_step.insert(row["kind"].as_str().unwrap().to_string(), row["bytes"].as_i64().unwrap());
+    }
+    last_step.retain(|_, bytes| *bytes != 0);
+    let node = &values[1].1[0];
+    let summed = sqlite3_rows(
+        &db,
+        &format!(
+            "SELECT kind, sum(size) AS bytes FROM allocations WHERE state <> 'pending_alloc' AND snapshot_id =
+               (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {node} ORDER BY seq DESC LIMIT 1) GROUP BY kind"
+        ),
+    );
+    let summed: std::collections::BTreeMap<String, i64> = summed.iter().map(|row| (row["kind"].as_str().unwrap().to_string(), row["bytes"].as_i64().unwrap())).collect();
+    assert_eq!(last_step, summed, "bytes by kind at the last snapshot");
+    // The annotations are the OOM snapshots, one row each, naming the failed request.
+    let ooms: i64 = conn.query_row("SELECT count(*) FROM snapshots WHERE reason = 'oom'", [], |row| row.get(0)).unwrap();
+    let annotation = substitute(targets[4].1["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+    let rows = sqlite3_rows(&db, &annotation);
+    assert_eq!(rows.len() as i64, ooms);
+    assert!(rows[0]["text"].as_str().unwrap().contains("bytes in GPU_FB_MEM 0x1e"), "{rows:?}");
+}
+
+/// GET a URL of a local server (HTTP/1.0, no keep-alive): the status and the body.
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    (status, body.to_string())
+}
+
+fn query_string(pairs: &[(&str, String)]) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|byte| match byte {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (byte as char).to_string(),
+                other => format!("%{other:02X}"),
+            })
+            .collect()
+    };
+    pairs.iter().map(|(key, value)| format!("{}={}", encode(key), encode(value))).collect::<Vec<_>>().join("&")
+}
+
+/// A Datasette server on a free local port, stopped when dropped.
+struct Datasette(std::process::Child, u16);
+
+impl Drop for Datasette {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
+    if !crate::common::have("datasette", "to serve the demo database with memstate's metadata (.ci/run installs it from PyPI in a virtual environment)") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = demo_db(dir.path());
+    let metadata_path = dir.path().join("metadata.json");
+    let output = crate::common::memstate().arg("--db").arg(&db).args(["datasette-metadata", "--out"]).arg(&metadata_path).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let metadata: Value = serde_json::from_str(&std::fs::read_to_string(&metadata_path).unwrap()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = std::process::Command::new("datasette")
+        .arg("serve")
+        .arg(&db)
+        .arg("-m")
+        .arg(&metadata_path)
+        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--setting", "max_returned_rows", "100000", "--setting", "sql_time_limit_ms", "20000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let server = Datasette(child, port);
+    let started = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", server.1)).is_err() {
+        assert!(started.elapsed().as_secs() < 60, "datasette did not start");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let get_json = |path: &str| -> Value {
+        let (status, body) = http_get(server.1, path);
+        assert_eq!(status, 200, "{path}: {body:.500}");
+        serde_json::from_str(&body).unwrap_or_else(|error| panic!("{path}: {error}: {body:.300}"))
+    };
+    // Datasette took the metadata: the views' descriptions and column meanings are served.
+    let served = get_json("/-/metadata.json");
+    assert_eq!(served["databases"]["memstate"]["tables"]["memory_trend"]["description"], metadata["databases"]["memstate"]["tables"]["memory_trend"]["description"]);
+    let (_, page) = http_get(server.1, "/memstate/memory_trend");
+    assert!(page.contains("flattened with its snapshot and memory") && page.contains("seconds since the Unix epoch"), "the view's page shows its description and columns");
+    // Every view, through the JSON API, holds the rows memstate sql gives.
+    let views = metadata["databases"]["memstate"]["tables"].as_object().unwrap();
+    let mut checked = 0;
+    for (name, table) in views {
+        if table.get("hidden") == Some(&json!(true)) {
+            continue;
+        }
+        let from_datasette = get_json(&format!("/memstate/{name}.json?_shape=array&_nocount=1&_size=max"));
+        let output = crate::common::memstate().arg("--db").arg(&db).args(["sql", "--format", "json", &format!("SELECT * FROM {name}")]).output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let from_memstate: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
+        let served_rows = from_datasette.as_array().unwrap();
+        // Served up to max_returned_rows (100,000 here, more than the demo's largest view): the
+        // same rows, in whatever order.
+        let sorted = |rows: &[Value]| -> Vec<String> {
+            let mut texts: Vec<String> = rows.iter().map(|row| row.to_string()).collect();
+            texts.sort();
+            texts
+        };
+        assert!(from_memstate.len() < 100_000, "{name}: the demo's views fit one page");
+        assert_eq!(sorted(served_rows), sorted(&from_memstate), "{name}: Datasette and memstate sql differ");
+        checked += 1;
+    }
+    assert!(checked >= 12, "{checked} views");
+    // Every canned query, with parameters and with defaults left blank, equals memstate report.
+    let conn = Connection::open(&db).unwrap();
+    let (snapshot_id, memory_id): (i64, i64) = conn.query_row("SELECT snapshot_id, memory_id FROM failed_requests LIMIT 1", [], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+    let queries = metadata["databases"]["memstate"]["queries"].as_object().unwrap();
+    assert_eq!(queries.len(), memstate::query::canned::all().len());
+    for (name, query) in queries {
+        let params: Vec<&str> = query["params"].as_array().unwrap().iter().map(|param| param.as_str().unwrap()).collect();
+        for variant in ["defaults", "given"] {
+            let mut pairs: Vec<(&str, String)> = vec![("_shape", "array".to_string())];
+            let mut report = vec!["report".to_string(), name.clone(), "--format".to_string(), "json".to_string()];
+            for param in &params {
+                let value = match *param {
+                    "run" => "demo-seed1".to_string(),
+                    "snapshot_id" => snapshot_id.to_string(),
+                    "memory_id" => memory_id.to_string(),
+                    "top" if variant == "given" => "3".to_string(),
+                    "top" => String::new(),
+                    other => panic!("{name}: a parameter this test does not know: {other}"),
+                };
+                if !value.is_empty() {
+                    report.push("-p".to_string());
+                    report.push(format!("{param}={value}"));
+                }
+                pairs.push((param, value));
+            }
+            let from_datasette = get_json(&format!("/memstate/{name}.json?{}", query_string(&pairs)));
+            let output = crate::common::memstate().arg("--db").arg(&db).args(&report).output().unwrap();
+            assert_eq!(output.status.code(), Some(0), "{report:?}: {}", String::from_utf8_lossy(&output.stderr));
+            let from_memstate: Value = serde_json::from_slice(&output.stdout).unwrap();
+            assert!(!from_memstate.as_array().unwrap().is_empty(), "{name} ({variant}) gives rows on the demo");
+            assert_eq!(from_datasette, from_memstate, "{name} ({variant}): Datasette and memstate report differ");
+        }
+    }
+    drop(server);
+}
+
+#[test]
+fn the_pandas_example_reads_the_views_and_plots() {
+    let found = std::process::Command::new("python3").args(["-c", "import pandas, matplotlib"]).output().map(|output| output.status.success()).unwrap_or(false);
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "pandas and matplotlib are needed for the pandas example; .ci/run installs them");
+        eprintln!("SKIPPED: python3 with pandas and matplotlib is not installed (needed to run examples/pandas_trend.py); .ci/run installs them");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = demo_db(dir.path());
+    let png = dir.path().join("fragmentation.png");
+    let output = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/pandas_trend.py"))
+        .arg(&db)
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = printed.lines().map(|line| line.split('\t').collect()).collect();
+    let find = |key: &str| lines.iter().filter(|fields| fields[0] == key).cloned().collect::<Vec<_>>();
+    // The same figures by SQL, without pandas.
+    let conn = Connection::open(&db).unwrap();
+    let rows: i64 = conn.query_row("SELECT count(*) FROM memory_trend", [], |row| row.get(0)).unwrap();
+    assert_eq!(find("trend_rows")[0][1], rows.to_string());
+    for fields in find("max_fragmentation") {
+        let expected: f64 = conn.query_row("SELECT max(fragmentation) FROM memory_trend WHERE series = ?1", [fields[1]], |row| row.get(0)).unwrap();
+        assert!((fields[2].parse::<f64>().unwrap() - expected).abs() < 1e-6, "{fields:?} against {expected}");
+    }
+    assert_eq!(find("max_fragmentation").len() as i64, conn.query_row("SELECT count(DISTINCT series) FROM memory_trend", [], |row| row.get::<_, i64>(0)).unwrap());
+    let oom: i64 = conn.query_row("SELECT snapshot_id FROM snapshots WHERE reason = 'oom' ORDER BY time_s DESC LIMIT 1", [], |row| row.get(0)).unwrap();
+    assert_eq!(find("snapshot")[0][1], oom.to_string(), "the example looks at the OOM snapshot");
+    let (count, bytes): (i64, i64) = conn.query_row("SELECT count(*), sum(size) FROM allocations WHERE snapshot_id = ?1", [oom], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+    assert_eq!(find("allocations")[0][1..], [count.to_string(), bytes.to_string()]);
+    let picture = std::fs::read(&png).unwrap();
+    assert!(picture.starts_with(b"\x89PNG") && picture.len() > 10_000, "a PNG chart");
+}
