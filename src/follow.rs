@@ -121,6 +121,19 @@ fn tracked_for(input: &Input, path: &Path) -> Tracked {
     }
 }
 
+/// Whether to read a file's version `now` again: not when it is the version done with, nor while
+/// the version that failed has not had `settle` to change (`None`); else whether it has had it
+/// (then a failure is final).
+fn worth_reading(done: Option<Stamp>, failing: Option<(Stamp, Instant)>, now: Stamp, settle: Duration) -> Option<bool> {
+    if done == Some(now) {
+        return None;
+    }
+    match failing {
+        Some((seen, since)) if seen == now => (since.elapsed() >= settle).then_some(true),
+        _ => Some(false),
+    }
+}
+
 /// The follower's state between scans.
 struct Follower<'d> {
     importer: Importer<'d>,
@@ -320,18 +333,7 @@ impl Follower<'_> {
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
         let Some(now) = stamp(path) else { return Ok(()) };
-        if *done == Some(now) {
-            return Ok(());
-        }
-        let settled = match failing {
-            Some((seen, since)) if *seen == now => {
-                if since.elapsed() < self.options.settle {
-                    return Ok(());
-                }
-                true
-            }
-            _ => false,
-        };
+        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else { return Ok(()) };
         let whole = Input { form: Form::Document, ..input.clone() };
         let read = read::open(&whole, self.options.ingest.limits).and_then(|mut records| records.next().unwrap_or_else(|| Err(Error::input(&input.display, "", "empty input"))));
         let parsed = read.and_then(|record| parse_document(&record.text, &record.source, Options { strict: self.options.ingest.strict }).map(|document| (record.source, document)));
@@ -438,18 +440,7 @@ impl Follower<'_> {
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
         let Some(now) = stamp(path) else { return Ok(()) };
-        if *done == Some(now) {
-            return Ok(());
-        }
-        let settled = match failing {
-            Some((seen, since)) if *seen == now => {
-                if since.elapsed() < self.options.settle {
-                    return Ok(());
-                }
-                true
-            }
-            _ => false,
-        };
+        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else { return Ok(()) };
         let Ok((mut reader, _)) = read::open_decompressed(path) else { return Ok(()) };
         let limit = self.options.ingest.limits.max_dump_size;
         let mut number = 0u64;

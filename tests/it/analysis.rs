@@ -2,23 +2,7 @@
 //! small.expected.md states them), the golden run's OOM and diff worked out by hand, the other
 //! commands as a user runs them, and the demo.
 
-use std::path::Path;
-
-use serde_json::Value;
-
-use crate::common::{data, import, memstate};
-
-fn json_of(db: &Path, args: &[&str]) -> Value {
-    let output = memstate().arg("--db").arg(db).args(args).args(["--format", "json"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{args:?}: {error}"))
-}
-
-fn text_of(db: &Path, args: &[&str]) -> String {
-    let output = memstate().arg("--db").arg(db).args(args).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap()
-}
+use crate::common::{data, import, json_of, memstate, text_of};
 
 #[test]
 fn the_example_oom_is_fragmentation_not_solved_by_collection_blocked_by_one_future() {

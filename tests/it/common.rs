@@ -126,3 +126,17 @@ pub fn have(program: &str, why: &str) -> bool {
     }
     found
 }
+
+/// A command's rows in JSON (`--format json`), which must succeed.
+pub fn json_of(db: &Path, args: &[&str]) -> Value {
+    let output = memstate().arg("--db").arg(db).args(args).args(["--format", "json"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{args:?}: {error}"))
+}
+
+/// A command's output for people, which must succeed.
+pub fn text_of(db: &Path, args: &[&str]) -> String {
+    let output = memstate().arg("--db").arg(db).args(args).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap()
+}

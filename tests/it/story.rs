@@ -9,20 +9,8 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use crate::common::{data, import, memstate, small, write, write_json};
+use crate::common::{data, import, json_of, memstate, small, text_of, write, write_json};
 use crate::viz::{body_attribute, browser, dom_of, screenshot};
-
-fn json_of(db: &Path, args: &[&str]) -> Value {
-    let output = memstate().arg("--db").arg(db).args(args).args(["--format", "json"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{args:?}: {error}"))
-}
-
-fn text_of(db: &Path, args: &[&str]) -> String {
-    let output = memstate().arg("--db").arg(db).args(args).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8(output.stdout).unwrap()
-}
 
 fn allocation(uid: u64, kind: &str, state: &str, offset: u64, size: u64) -> Value {
     json!({"uid": uid, "kind": kind, "state": state, "offset": offset, "size": size})
