@@ -7,7 +7,9 @@
 --   node (by seq) with a wall_time, else the run's earliest (by time_ns) on any node. NULL when no
 --   dump of the run has a wall_time. Computed when read, so importing dumps in any order, or
 --   replacing one, needs nothing rewritten; two partial indexes make each anchor one index probe.
---   A leap second (:60) reads as the next second; SQLite keeps milliseconds.
+--   A leap second (:60) reads as the next second; milliseconds are kept. julianday(), not
+--   unixepoch(..., 'subsec'): the views must read the same in older SQLite programs (Debian 12's
+--   sqlite3 is 3.40, before 'subsec'), in Grafana's SQLite plugin and in Python's sqlite3.
 -- * series: a short label unique within a run: `n0 GPU_FB_MEM 0x1e00000000000002` for a memory,
 --   `n0` for a node's snapshots.
 
@@ -34,16 +36,16 @@ SELECT s.id AS snapshot_id,
        p.value AS producer,
        coalesce(
            CASE WHEN substr(s.wall_time, 18, 2) = '60'
-                THEN unixepoch(upper(substr(s.wall_time, 1, 17) || '59' || substr(s.wall_time, 20)), 'subsec') + 1
-                ELSE unixepoch(upper(s.wall_time), 'subsec') END,
+                THEN round((julianday(upper(substr(s.wall_time, 1, 17) || '59' || substr(s.wall_time, 20))) - 2440587.5) * 86400.0, 3) + 1
+                ELSE round((julianday(upper(s.wall_time)) - 2440587.5) * 86400.0, 3) END,
            s.time_ns / 1e9 + (SELECT CASE WHEN substr(a.wall_time, 18, 2) = '60'
-                                          THEN unixepoch(upper(substr(a.wall_time, 1, 17) || '59' || substr(a.wall_time, 20)), 'subsec') + 1
-                                          ELSE unixepoch(upper(a.wall_time), 'subsec') END - a.time_ns / 1e9
+                                          THEN round((julianday(upper(substr(a.wall_time, 1, 17) || '59' || substr(a.wall_time, 20))) - 2440587.5) * 86400.0, 3) + 1
+                                          ELSE round((julianday(upper(a.wall_time)) - 2440587.5) * 86400.0, 3) END - a.time_ns / 1e9
                               FROM snapshot a WHERE a.run_id = s.run_id AND a.node = s.node AND a.wall_time IS NOT NULL
                               ORDER BY a.seq LIMIT 1),
            s.time_ns / 1e9 + (SELECT CASE WHEN substr(a.wall_time, 18, 2) = '60'
-                                          THEN unixepoch(upper(substr(a.wall_time, 1, 17) || '59' || substr(a.wall_time, 20)), 'subsec') + 1
-                                          ELSE unixepoch(upper(a.wall_time), 'subsec') END - a.time_ns / 1e9
+                                          THEN round((julianday(upper(substr(a.wall_time, 1, 17) || '59' || substr(a.wall_time, 20))) - 2440587.5) * 86400.0, 3) + 1
+                                          ELSE round((julianday(upper(a.wall_time)) - 2440587.5) * 86400.0, 3) END - a.time_ns / 1e9
                               FROM snapshot a WHERE a.run_id = s.run_id AND a.wall_time IS NOT NULL
                               ORDER BY a.time_ns, a.node LIMIT 1)
        ) AS time_unix,
