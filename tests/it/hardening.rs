@@ -235,9 +235,14 @@ fn a_database_in_a_read_only_folder_or_file_is_read_without_writing() {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
     std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o555)).unwrap();
+    // The reader runs a copy of the binary in the shared temporary folder: the checkout (and its
+    // target/) may sit in a folder the unprivileged user cannot enter, as root's home is.
+    let program = dir.path().join("memstate");
+    std::fs::copy(binary(), &program).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = sha(&db);
     for args in [vec!["snapshots"], vec!["oom"], vec!["sql", "SELECT count(*) FROM allocations"], vec!["report", "churn", "-p", "run=golden"]] {
-        let output = as_reader(&binary()).arg("--db").arg(&db).args(&args).env_remove("MEMSTATE_DB").output().unwrap();
+        let output = as_reader(&program).arg("--db").arg(&db).args(&args).env_remove("MEMSTATE_DB").output().unwrap();
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     }
     assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 1, "files appeared beside the database");
