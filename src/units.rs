@@ -157,7 +157,8 @@ pub fn rfc3339_utc(unix_seconds: i64, nanos: u32) -> String {
 }
 
 /// Whole seconds since the Unix epoch of an RFC 3339 time (`2026-12-01T10:00:01.5Z`,
-/// `...+01:00`; the fraction is dropped, a leap second counts as the next second).
+/// `...+01:00`; the fraction is dropped, a leap second counts as the next second); `None` for
+/// anything else. The dump reader's check of `wall_time` is this.
 pub fn unix_seconds(text: &str) -> Option<i64> {
     let number = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = text.get(range)?;
@@ -182,8 +183,9 @@ pub fn unix_seconds(text: &str) -> Option<i64> {
     }
     let offset = match rest.as_bytes() {
         [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), ..] if rest.len() == 6 && rest.as_bytes()[3] == b':' => {
-            let minutes = rest.get(1..3)?.parse::<i64>().ok()? * 60 + rest.get(4..6)?.parse::<i64>().ok()?;
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] if [h1, h2, m1, m2].iter().all(|byte| byte.is_ascii_digit()) => {
+            let digit = |byte: &u8| i64::from(byte - b'0');
+            let minutes = (digit(h1) * 10 + digit(h2)) * 60 + digit(m1) * 10 + digit(m2);
             if *sign == b'+' { minutes * 60 } else { -minutes * 60 }
         }
         _ => return None,
@@ -249,7 +251,7 @@ mod tests {
         assert_eq!(unix_seconds("2024-02-29T13:34:56+01:00"), Some(19782 * 86400 + 45296));
         assert_eq!(unix_seconds("2024-02-29t07:04:56-05:30"), Some(19782 * 86400 + 45296));
         assert_eq!(unix_seconds("2016-12-31T23:59:60Z"), unix_seconds("2017-01-01T00:00:00Z"));
-        for bad in ["2024-02-29", "2024-13-01T00:00:00Z", "2024-02-29T12:34:56", "2024-02-29T12:34:56.Z", "now"] {
+        for bad in ["2024-02-29", "2024-13-01T00:00:00Z", "2024-02-29T12:34:56", "2024-02-29T12:34:56.Z", "now", "2024-02-29T12:34:56++5:30", "2024-02-29T12:34:56+05:3x"] {
             assert_eq!(unix_seconds(bad), None, "{bad}");
         }
         for seconds in [0i64, 951_782_400, 1_796_112_000, 4_102_444_800, -86_400 * 365] {

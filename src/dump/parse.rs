@@ -943,44 +943,7 @@ pub fn parse_id_text(text: &str) -> Option<u64> {
 
 /// A light RFC 3339 check: `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`.
 fn is_rfc3339(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let digits = |range: std::ops::Range<usize>| {
-        bytes.get(range).is_some_and(|part| part.iter().all(u8::is_ascii_digit))
-    };
-    let number = |range: std::ops::Range<usize>| -> u32 {
-        text.get(range).and_then(|part| part.parse().ok()).unwrap_or(99)
-    };
-    if bytes.len() < 20
-        || !digits(0..4)
-        || bytes[4] != b'-'
-        || !digits(5..7)
-        || bytes[7] != b'-'
-        || !digits(8..10)
-        || !matches!(bytes[10], b'T' | b't' | b' ')
-        || !digits(11..13)
-        || bytes[13] != b':'
-        || !digits(14..16)
-        || bytes[16] != b':'
-        || !digits(17..19)
-    {
-        return false;
-    }
-    if !(1..=12).contains(&number(5..7)) || !(1..=31).contains(&number(8..10)) || number(11..13) > 23 || number(14..16) > 59 || number(17..19) > 60 {
-        return false;
-    }
-    let mut rest = &text[19..];
-    if let Some(fraction) = rest.strip_prefix('.') {
-        let count = fraction.bytes().take_while(u8::is_ascii_digit).count();
-        if count == 0 {
-            return false;
-        }
-        rest = &fraction[count..];
-    }
-    match rest.as_bytes() {
-        [b'Z' | b'z'] => true,
-        [b'+' | b'-', h1, h2, b':', m1, m2] => [h1, h2, m1, m2].iter().all(|byte| byte.is_ascii_digit()),
-        _ => false,
-    }
+    crate::units::unix_seconds(text).is_some()
 }
 
 #[cfg(test)]
