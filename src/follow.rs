@@ -300,17 +300,7 @@ impl Follower<'_> {
                 let (run, node, seq) = (prepared.dump.run.id.clone(), prepared.dump.run.node, prepared.dump.snapshot.seq);
                 match self.importer.import(&prepared, source, self.options.ingest.replace) {
                     Ok(outcome) => {
-                        match outcome {
-                            Outcome::Imported { allocations, .. } => {
-                                self.summary.imported += 1;
-                                self.summary.allocations += allocations;
-                            }
-                            Outcome::Replaced { allocations, .. } => {
-                                self.summary.replaced += 1;
-                                self.summary.allocations += allocations;
-                            }
-                            Outcome::Unchanged { .. } => self.summary.unchanged += 1,
-                        }
+                        self.summary.count(&outcome);
                         let latest = self.latest.entry((run.clone(), node)).or_insert(seq);
                         *latest = (*latest).max(seq);
                         report(FollowEvent::Landed { source, run: &run, node, seq, outcome: &outcome });
@@ -397,11 +387,7 @@ impl Follower<'_> {
                 *offset += head.len() as u64 + 1;
                 let too_long = *oversized || (partial.len() + head.len()) as u64 > limit;
                 if too_long {
-                    let error = Error::Read {
-                        file: format!("{}:{}", input.display, line),
-                        message: format!("larger than {limit} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)"),
-                    };
-                    self.refuse(&error, report);
+                    self.refuse(&read::too_large(format!("{}:{}", input.display, line), self.options.ingest.limits), report);
                 } else {
                     partial.extend_from_slice(head);
                     if !partial.iter().all(u8::is_ascii_whitespace) {

@@ -53,6 +53,23 @@ pub struct ImportSummary {
     pub seconds: f64,
 }
 
+impl ImportSummary {
+    /// Count a dump that landed.
+    pub fn count(&mut self, outcome: &Outcome) {
+        match *outcome {
+            Outcome::Imported { allocations, .. } => {
+                self.imported += 1;
+                self.allocations += allocations;
+            }
+            Outcome::Replaced { allocations, .. } => {
+                self.replaced += 1;
+                self.allocations += allocations;
+            }
+            Outcome::Unchanged { .. } => self.unchanged += 1,
+        }
+    }
+}
+
 /// One thing that happened, in input order.
 #[derive(Debug)]
 pub enum ImportEvent<'a> {
@@ -340,15 +357,7 @@ pub fn import(database: &mut Database, paths: &[String], options: IngestOptions,
     drive(paths, options, report, &mut |summary, record, report| {
         match record {
             Record::Dump { source, prepared } => match importer.import(&prepared, &source, options.replace) {
-                Ok(Outcome::Imported { allocations, .. }) => {
-                    summary.imported += 1;
-                    summary.allocations += allocations;
-                }
-                Ok(Outcome::Replaced { allocations, .. }) => {
-                    summary.replaced += 1;
-                    summary.allocations += allocations;
-                }
-                Ok(Outcome::Unchanged { .. }) => summary.unchanged += 1,
+                Ok(outcome) => summary.count(&outcome),
                 Err(error @ Error::Input { .. }) => refused(summary, &error, report),
                 Err(error) => return Err(error),
             },

@@ -183,6 +183,14 @@ fn decompress(mut reader: BufReader<Box<dyn Read + Send>>) -> io::Result<(Box<dy
     }
 }
 
+/// The refusal of a record (a file, or `file:LINE`) over the size limit.
+pub fn too_large(file: String, limits: Limits) -> Error {
+    Error::Read {
+        file,
+        message: format!("larger than {} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)", limits.max_dump_size),
+    }
+}
+
 /// A file's bytes, decompressed when its first bytes say so (gzip, zstd); whether they were.
 pub fn open_decompressed(path: &Path) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
     let file: Box<dyn Read + Send> = Box::new(File::open(path)?);
@@ -238,13 +246,7 @@ impl Records {
     }
 
     fn too_large(&self, place: &str) -> Error {
-        Error::Read {
-            file: format!("{}{place}", self.display),
-            message: format!(
-                "larger than {} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)",
-                self.limits.max_dump_size
-            ),
-        }
+        too_large(format!("{}{place}", self.display), self.limits)
     }
 
     /// Read up to and including the next newline into `line`, keeping at most the limit of bytes;
