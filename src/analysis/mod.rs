@@ -111,19 +111,21 @@ fn overlap(a: Range, b: Range) -> u64 {
     a.end().min(b.end()).saturating_sub(a.offset.max(b.offset))
 }
 
-/// The contiguous free stretch that would hold `span` if the given allocations were gone: the gap
-/// around it among what stays (unmovable allocations other than `gone`, and unaccounted bytes).
-fn opening(layout: &Layout, span: Range, gone: &dyn Fn(&AllocationInfo) -> bool) -> u64 {
-    let unaccounted = layout.unaccounted();
+/// The stretches free of anything unmovable if the allocations `gone` names were gone: what stays
+/// is the other unmovable allocations and the unaccounted ranges given (held by the allocator).
+fn gaps_without(layout: &Layout, unaccounted: &[Range], gone: &dyn Fn(&AllocationInfo) -> bool) -> Vec<Range> {
     let remaining = merge(
-        layout
-            .allocations
-            .iter()
-            .filter(|allocation| allocation.blocks() && !gone(allocation))
-            .map(AllocationInfo::range)
-            .chain(unaccounted.into_iter().filter(|range| overlap(*range, span) == 0)),
+        layout.allocations.iter().filter(|allocation| allocation.blocks() && !gone(allocation)).map(AllocationInfo::range).chain(unaccounted.iter().copied()),
     );
-    gaps(&remaining, layout.capacity).into_iter().find(|gap| gap.offset <= span.offset && gap.end() >= span.end()).map(|gap| gap.size).unwrap_or(0)
+    gaps(&remaining, layout.capacity)
+}
+
+/// The contiguous free stretch that would hold `span` if the given allocations were gone: the gap
+/// around it among what stays (unmovable allocations other than `gone`, and unaccounted bytes
+/// outside the span).
+fn opening(layout: &Layout, span: Range, gone: &dyn Fn(&AllocationInfo) -> bool) -> u64 {
+    let unaccounted: Vec<Range> = layout.unaccounted().into_iter().filter(|range| overlap(*range, span) == 0).collect();
+    gaps_without(layout, &unaccounted, gone).into_iter().find(|gap| gap.offset <= span.offset && gap.end() >= span.end()).map(|gap| gap.size).unwrap_or(0)
 }
 
 /// Where a request of `size` bytes aligned to `alignment` would cost the least, and what blocks it.
@@ -153,28 +155,18 @@ pub fn blockers(layout: &Layout, size: u64, alignment: u64) -> Option<Blockers> 
 /// stretch around the window, and that stretch: what to move or free first.
 pub fn first_to_move(layout: &Layout, blockers: &Blockers) -> Option<(AllocationInfo, u64)> {
     let span = Range { offset: blockers.offset, size: blockers.size };
+    let unaccounted = layout.unaccounted();
     blockers
         .blocking
         .iter()
         .map(|candidate| {
             // Everything unmovable stays but this one (and what collection frees).
-            let opens = {
-                let unaccounted = layout.unaccounted();
-                let remaining = merge(
-                    layout
-                        .allocations
-                        .iter()
-                        .filter(|allocation| allocation.blocks() && allocation.uid != candidate.uid)
-                        .map(AllocationInfo::range)
-                        .chain(unaccounted),
-                );
-                gaps(&remaining, layout.capacity)
-                    .into_iter()
-                    .filter(|gap| overlap(*gap, candidate.range()) > 0)
-                    .map(|gap| gap.size)
-                    .max()
-                    .unwrap_or(0)
-            };
+            let opens = gaps_without(layout, &unaccounted, &|allocation| allocation.uid == candidate.uid)
+                .into_iter()
+                .filter(|gap| overlap(*gap, candidate.range()) > 0)
+                .map(|gap| gap.size)
+                .max()
+                .unwrap_or(0);
             (candidate.clone(), opens)
         })
         .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.size.cmp(&a.0.size)).then_with(|| overlap(b.0.range(), span).cmp(&overlap(a.0.range(), span))))
