@@ -149,16 +149,23 @@ pub(super) fn failure_page(conn: &Connection, stories: &[Story], memory: Option<
     let frames = frames(conn, &ids, memory)?;
     let marked: Vec<html::Marked> = stories.iter().map(marked_failure).collect();
     let focus = stories.first().map(|story| (story.finding.handle.clone(), story.finding.snapshot_id));
-    let mut histories = Vec::new();
-    if history {
-        let mut memory_ids: Vec<i64> = stories.iter().map(|story| story.finding.memory_id).collect();
-        memory_ids.sort_unstable();
-        memory_ids.dedup();
-        for memory_id in memory_ids {
-            histories.push(load::history(conn, memory_id)?);
-        }
-    }
+    let histories = if history { histories(conn, stories.iter().map(|story| story.finding.memory_id).collect())? } else { Vec::new() };
     Ok(PageParts { frames, marked, histories, focus })
+}
+
+/// The history of each memory, each once.
+fn histories(conn: &Connection, mut memory_ids: Vec<i64>) -> Result<Vec<History>> {
+    memory_ids.sort_unstable();
+    memory_ids.dedup();
+    memory_ids.into_iter().map(|memory_id| load::history(conn, memory_id)).collect()
+}
+
+/// The snapshots the user chose: `--snapshots`, else `--snapshot` (latest by default).
+fn chosen_snapshots(conn: &Connection, args: &MapArgs) -> Result<Vec<i64>> {
+    match &args.snapshots {
+        Some(list) => select::snapshot_list(conn, list),
+        None => select::snapshot_ids(conn, args.snapshot.as_deref().unwrap_or("latest")),
+    }
 }
 
 /// The memory with the highest fragmentation in the last frame: where a page without a failure opens.
@@ -221,11 +228,7 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
         write_page(path, &title, &parts)?;
         return Ok(0);
     }
-    let snapshot_ids = match &args.snapshots {
-        Some(list) => select::snapshot_list(conn, list)?,
-        None => select::snapshot_ids(conn, args.snapshot.as_deref().unwrap_or("latest"))?,
-    };
-    let frames = frames(conn, &snapshot_ids, memory)?;
+    let frames = frames(conn, &chosen_snapshots(conn, args)?, memory)?;
     if frames.is_empty() {
         return Err(Error::Usage(format!("no memory matches {:?} in the selected snapshots", memory.unwrap_or(""))));
     }
@@ -249,20 +252,27 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
 fn html_parts(conn: &Connection, args: &MapArgs) -> Result<PageParts> {
     let memory = args.memory.memory.as_deref();
     let named = args.snapshot.is_some() || args.snapshots.is_some();
+    let snapshot_ids = chosen_snapshots(conn, args)?;
+    let failed = select::oom_snapshots(conn, None)?;
+    let failed: Vec<i64> = if named { failed.into_iter().filter(|id| snapshot_ids.contains(id)).collect() } else { failed };
+    let stories = oom::stories(conn, &failed)?;
     if !named {
-        let stories = oom::stories(conn, &select::oom_snapshots(conn, None)?)?;
-        let shown: Vec<Story> = stories.into_iter().filter(|story| memory.is_none_or(|memory| selector_matches(memory, &story.finding.handle, &story.finding.memory_kind))).collect();
+        let shown: Vec<Story> =
+            stories.into_iter().filter(|story| memory.is_none_or(|memory| selector_matches(memory, &story.finding.handle, &story.finding.memory_kind))).collect();
         if !shown.is_empty() {
             return failure_page(conn, &shown, memory, args.history);
         }
+        // No failure among the memories asked for: the latest snapshots, nothing marked.
+        return snapshot_page(conn, &snapshot_ids, &[], args);
     }
-    let snapshot_ids = match &args.snapshots {
-        Some(list) => select::snapshot_list(conn, list)?,
-        None => select::snapshot_ids(conn, args.snapshot.as_deref().unwrap_or("latest"))?,
-    };
-    let frames = frames(conn, &snapshot_ids, memory)?;
-    let failed: Vec<i64> = select::oom_snapshots(conn, None)?.into_iter().filter(|id| snapshot_ids.contains(id)).collect();
-    let stories = oom::stories(conn, &failed)?;
+    snapshot_page(conn, &snapshot_ids, &stories, args)
+}
+
+/// A page of chosen snapshots: the failures among them marked, opening on the first failure, else
+/// on the most fragmented memory of the last snapshot.
+fn snapshot_page(conn: &Connection, snapshot_ids: &[i64], stories: &[Story], args: &MapArgs) -> Result<PageParts> {
+    let memory = args.memory.memory.as_deref();
+    let frames = frames(conn, snapshot_ids, memory)?;
     let in_frames = |handle: &str, snapshot_id: i64| {
         frames.iter().any(|frame| frame.snapshot_id == snapshot_id && frame.layouts.iter().any(|layout| layout.handle == handle))
     };
@@ -272,8 +282,7 @@ fn html_parts(conn: &Connection, args: &MapArgs) -> Result<PageParts> {
         Some(story) => Some((story.finding.handle.clone(), story.finding.snapshot_id)),
         None => most_fragmented(&frames).map(|layout| (layout.handle.clone(), layout.snapshot_id)),
     };
-    let mut histories = Vec::new();
-    if args.history {
+    let histories = if args.history {
         // The memory the page opens on, and with --memory every memory it names in the last frame.
         let mut memory_ids: Vec<i64> = Vec::new();
         let focused = focus.as_ref().and_then(|(handle, snapshot_id)| {
@@ -283,12 +292,10 @@ fn html_parts(conn: &Connection, args: &MapArgs) -> Result<PageParts> {
         if memory.is_some() {
             memory_ids.extend(frames.last().into_iter().flat_map(|frame| frame.layouts.iter().map(|layout| layout.memory_id)));
         }
-        memory_ids.sort_unstable();
-        memory_ids.dedup();
-        for memory_id in memory_ids {
-            histories.push(load::history(conn, memory_id)?);
-        }
-    }
+        histories(conn, memory_ids)?
+    } else {
+        Vec::new()
+    };
     Ok(PageParts { frames, marked, histories, focus })
 }
 
