@@ -49,32 +49,50 @@ pub(super) fn link_stories(stories: &mut [Story], url: &str) {
     }
 }
 
+/// What a story tells of the memory a request failed in, the same for every request that failed
+/// in it at that snapshot: its layout, what collection freed since the node's previous snapshot,
+/// and its recent figures.
+struct FailedMemory {
+    layout: analysis::Layout,
+    previous: Option<(i64, Collected)>,
+    recent: Vec<Recent>,
+}
+
+fn failed_memory(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<FailedMemory> {
+    let layout = load::layout(conn, snapshot_id, memory_id)?;
+    let previous = match load::previous_snapshot(conn, snapshot_id)? {
+        Some((previous_id, seq)) => {
+            // The memory may be new at this snapshot: then nothing was collected in it.
+            let before = match load::layout(conn, previous_id, memory_id) {
+                Ok(before) => before.allocations,
+                Err(memstate::Error::Usage(_)) => Vec::new(),
+                Err(error) => return Err(error),
+            };
+            Some((seq, analysis::collected_between(&before, &layout.allocations)))
+        }
+        None => None,
+    };
+    let recent = load::recent_figures(conn, memory_id, snapshot_id, LOOK_BACK)?;
+    Ok(FailedMemory { layout, previous, recent })
+}
+
 /// The stories of the given snapshots' failed requests.
 pub(super) fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Story>> {
     let mut stories = Vec::new();
+    // Requests come by snapshot and memory: each memory is loaded once for all that failed in it.
+    let mut loaded: Option<((i64, i64), FailedMemory)> = None;
     for request in load::failed_requests(conn, snapshot_ids)? {
-        let layout = load::layout(conn, request.snapshot_id, request.memory_id)?;
-        let finding = analysis::finding(&layout, &request);
-        let previous = match load::previous_snapshot(conn, request.snapshot_id)? {
-            // The memory may be new at this snapshot: then nothing was collected in it.
-            Some(previous_id) => {
-                let before = match load::layout(conn, previous_id, request.memory_id) {
-                    Ok(before) => before.allocations,
-                    Err(memstate::Error::Usage(_)) => Vec::new(),
-                    Err(error) => return Err(error),
-                };
-                let seq: i64 = conn
-                    .query_row("SELECT seq FROM snapshots WHERE snapshot_id = ?1", [previous_id], |row| row.get(0))
-                    .map_err(|error| memstate::Error::Query(error.to_string()))?;
-                Some((seq, analysis::collected_between(&before, &layout.allocations)))
-            }
-            None => None,
+        let key = (request.snapshot_id, request.memory_id);
+        let memory = match loaded.take() {
+            Some((seen, memory)) if seen == key => memory,
+            _ => failed_memory(conn, request.snapshot_id, request.memory_id)?,
         };
-        let recent = load::recent_figures(conn, request.memory_id, request.snapshot_id, LOOK_BACK)?;
-        let advice = analysis::advice(&finding, &layout);
-        let mut story = Story { finding, previous, recent, advice, capacity: layout.capacity, link: String::new() };
+        let finding = analysis::finding(&memory.layout, &request);
+        let advice = analysis::advice(&finding, &memory.layout);
+        let mut story = Story { finding, previous: memory.previous, recent: memory.recent.clone(), advice, capacity: memory.layout.capacity, link: String::new() };
         story.link = format!("memstate map --html map.html, then open map.html{}", story.fragment());
         stories.push(story);
+        loaded = Some((key, memory));
     }
     Ok(stories)
 }

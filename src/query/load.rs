@@ -206,13 +206,13 @@ pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y:
     Ok((series, marks))
 }
 
-/// The snapshot of the same run and node just before `snapshot_id` (by seq), if any.
-pub fn previous_snapshot(conn: &Connection, snapshot_id: i64) -> Result<Option<i64>> {
+/// The snapshot of the same run and node just before `snapshot_id` (by seq), if any: its id and seq.
+pub fn previous_snapshot(conn: &Connection, snapshot_id: i64) -> Result<Option<(i64, i64)>> {
     conn.query_row(
-        "SELECT p.snapshot_id FROM snapshots s JOIN snapshots p ON p.run_id = s.run_id AND p.node = s.node AND p.seq < s.seq
+        "SELECT p.snapshot_id, p.seq FROM snapshots s JOIN snapshots p ON p.run_id = s.run_id AND p.node = s.node AND p.seq < s.seq
          WHERE s.snapshot_id = ?1 ORDER BY p.seq DESC LIMIT 1",
         [snapshot_id],
-        |row| row.get(0),
+        |row| Ok((row.get(0)?, row.get(1)?)),
     )
     .map(Some)
     .or_else(|error| match error {
