@@ -74,8 +74,8 @@ impl Strings {
 }
 
 /// A memory's key in the page: the same memory in another snapshot has the same key.
-pub fn memory_key(layout: &Layout) -> String {
-    format!("{}/{}/{}", layout.run, layout.node, layout.handle)
+fn memory_key(run: &str, node: i64, handle: &str) -> String {
+    format!("{run}/{node}/{handle}")
 }
 
 fn short_uid(uid: &str) -> String {
@@ -107,7 +107,7 @@ fn frame_json(frame: &Frame, strings: &mut Strings) -> Value {
             let holes: Vec<u64> = layout.holes.iter().flat_map(|hole| [hole.offset, hole.size]).collect();
             let unaccounted: Vec<u64> = layout.unaccounted().iter().flat_map(|range| [range.offset, range.size]).collect();
             json!({
-                "key": memory_key(layout),
+                "key": memory_key(&layout.run, layout.node, &layout.handle),
                 "handle": layout.handle,
                 "label": format!("node {} · {} · {} · seq {}", layout.node, layout.handle, layout.kind, layout.seq),
                 "capacity": layout.capacity,
@@ -143,7 +143,7 @@ fn history_json(history: &History, strings: &mut Strings) -> Value {
     }
     let snapshots: Vec<Value> = history.snapshots.iter().map(|(id, time, oom)| json!([id, time, oom])).collect();
     json!({
-        "key": format!("{}/{}/{}", history.run, history.node, history.handle),
+        "key": memory_key(&history.run, history.node, &history.handle),
         "label": format!("node {} · {} · {}", history.node, history.handle, history.kind),
         "capacity": history.capacity,
         "snapshots": snapshots,
