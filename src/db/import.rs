@@ -12,10 +12,12 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
+use super::legacy;
 use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, SpanList, SpanTable};
-use crate::dump::{Annotations, Object, Prepared, Sym};
+use crate::dump::{Allocation, Annotations, Memory, MemoryFigures, Object, Prepared, Sym};
 use crate::error::{Error, Result};
 
 /// What importing one dump did.
@@ -52,13 +54,57 @@ pub struct Importer<'c> {
 const DIGEST_VERSION: i64 = 2;
 
 /// The 64-bit pattern of an id, as SQLite stores it.
-fn id_bits(id: u64) -> i64 {
+pub(super) fn id_bits(id: u64) -> i64 {
     id as i64
 }
 
 /// Sizes are below 2^63 by validation.
-fn size_bits(size: u64) -> i64 {
+pub(super) fn size_bits(size: u64) -> i64 {
     size as i64
+}
+
+/// A stored allocation's attributes, its texts given as string ids.
+pub(super) fn allocation_attrs(allocation: &Allocation, kind: i64, provenance: Option<i64>, label: Option<i64>) -> AllocationAttrs {
+    AllocationAttrs {
+        offset: size_bits(allocation.offset),
+        size: size_bits(allocation.size),
+        state: allocation.state.code(),
+        kind,
+        handle: allocation.handle.map(id_bits),
+        alignment: allocation.alignment.map(size_bits),
+        created_ns: allocation.created_ns,
+        provenance,
+        label,
+        gc_priority: allocation.gc_priority,
+        attrs: allocation.attrs.clone(),
+    }
+}
+
+/// A memory's stored figures at a snapshot, in the order of `memory_state`'s columns after its
+/// key (capacity to holes_listed).
+pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value; 12] {
+    [
+        Value::Integer(size_bits(figures.capacity)),
+        memory.alignment.map_or(Value::Null, |alignment| Value::Integer(size_bits(alignment))),
+        Value::Integer(size_bits(figures.allocation_count)),
+        Value::Integer(size_bits(figures.used_bytes)),
+        Value::Integer(size_bits(figures.free_bytes)),
+        Value::Integer(size_bits(figures.hole_count)),
+        Value::Integer(size_bits(figures.largest_hole)),
+        Value::Real(figures.fragmentation),
+        Value::Integer(size_bits(figures.reclaimable_bytes)),
+        Value::Integer(size_bits(figures.largest_reclaimable)),
+        Value::Integer(size_bits(figures.unaccounted_bytes)),
+        Value::Integer(i64::from(memory.listed_holes.is_some())),
+    ]
+}
+
+/// What is stored under a dump's identity before it is written.
+enum Existing {
+    None,
+    Same { snapshot_id: i64 },
+    /// A different dump, removed to be replaced.
+    Removed,
 }
 
 /// What the transaction of one dump leaves for after its commit.
@@ -155,9 +201,34 @@ impl Writer<'_, '_> {
 
     fn dump(&mut self, prepared: &Prepared, source: &str, replace: bool, cached: Option<NodeSpans>) -> Result<Landed> {
         let dump = &prepared.dump;
-        let (node, seq) = (dump.run.node, dump.snapshot.seq);
         let run_id = upsert_run(self.tx, &dump.run.id).map_err(self.db_error())?;
-        let existing: Option<(i64, Vec<u8>, i64, String)> = self
+        let (replaced, cache) = match self.existing(prepared, source, replace, run_id)? {
+            Existing::None => (false, cached),
+            Existing::Same { snapshot_id } => return Ok(Landed { outcome: Outcome::Unchanged { snapshot_id }, open: cached }),
+            // The node's spans changed under the cache.
+            Existing::Removed => (true, None),
+        };
+        // This dump's strings as database ids, once each.
+        let mut ids = Vec::with_capacity(dump.strings.len());
+        for text in &dump.strings {
+            ids.push(intern(self.tx, self.string_ids, self.new_strings, text).map_err(self.db_error())?);
+        }
+        let (prev, next) = neighbours(self.tx, run_id, dump.run.node, dump.snapshot.seq).map_err(self.db_error())?;
+        let snapshot_id = self.insert_snapshot(prepared, source, run_id, &ids).map_err(self.db_error())?;
+        upsert_objects(self.tx, run_id, &dump.objects, &ids).map_err(self.db_error())?;
+        let memory_of = self.write_memories(prepared, run_id, snapshot_id, &ids).map_err(self.db_error())?;
+        let open = self.write_spans(prepared, run_id, &ids, &memory_of, (prev, next), cache).map_err(self.db_error())?;
+        let allocations = dump.allocation_count() as u64;
+        let outcome = if replaced { Outcome::Replaced { snapshot_id, allocations } } else { Outcome::Imported { snapshot_id, allocations } };
+        Ok(Landed { outcome, open })
+    }
+
+    /// What is already stored under the dump's (run, node, seq): nothing, the same content, or a
+    /// different dump, which is removed when replacing is asked for and refused otherwise.
+    fn existing(&mut self, prepared: &Prepared, source: &str, replace: bool, run_id: i64) -> Result<Existing> {
+        let dump = &prepared.dump;
+        let (node, seq) = (dump.run.node, dump.snapshot.seq);
+        let found: Option<(i64, Vec<u8>, i64, String)> = self
             .tx
             .query_row(
                 "SELECT id, digest, digest_version, source FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq = ?3",
@@ -166,58 +237,47 @@ impl Writer<'_, '_> {
             )
             .optional()
             .map_err(self.db_error())?;
-        let mut replaced = false;
-        let mut cache = cached;
-        if let Some((snapshot_id, digest, digest_version, earlier_source)) = existing {
-            let same = if digest_version >= DIGEST_VERSION {
-                digest == prepared.digest
-            } else {
-                // Imported by memstate 1, whose digest cannot be recomputed: compare what is stored.
-                let same = stored_matches(self.tx, snapshot_id, run_id, node, prepared).map_err(self.db_error())?;
-                if same {
-                    self.tx
-                        .execute("UPDATE snapshot SET digest = ?1, digest_version = ?2 WHERE id = ?3", params![&prepared.digest[..], DIGEST_VERSION, snapshot_id])
-                        .map_err(self.db_error())?;
-                }
-                same
-            };
+        let Some((snapshot_id, digest, digest_version, earlier_source)) = found else { return Ok(Existing::None) };
+        let same = if digest_version >= DIGEST_VERSION {
+            digest == prepared.digest
+        } else {
+            // Imported by memstate 1, whose digest cannot be recomputed: compare what is stored.
+            let same = legacy::stored_matches(self.tx, snapshot_id, run_id, node, prepared).map_err(self.db_error())?;
             if same {
-                return Ok(Landed { outcome: Outcome::Unchanged { snapshot_id }, open: cache });
+                self.tx
+                    .execute("UPDATE snapshot SET digest = ?1, digest_version = ?2 WHERE id = ?3", params![&prepared.digest[..], DIGEST_VERSION, snapshot_id])
+                    .map_err(self.db_error())?;
             }
-            if !replace {
-                return Err(Error::input(
-                    source,
-                    "",
-                    format!(
-                        "a different dump of run {:?}, node {}, seq {} is already imported (snapshot {snapshot_id}, from {earlier_source}); refused (use --replace to replace it)",
-                        dump.run.id, node, seq
-                    ),
-                ));
-            }
-            remove_snapshot(self.tx, snapshot_id, run_id, node, seq).map_err(self.db_error())?;
-            replaced = true;
-            cache = None;
+            same
+        };
+        if same {
+            return Ok(Existing::Same { snapshot_id });
         }
-
-        // Map this dump's strings to database ids, once each.
-        let mut ids = Vec::with_capacity(dump.strings.len());
-        for text in &dump.strings {
-            ids.push(intern(self.tx, self.string_ids, self.new_strings, text).map_err(self.db_error())?);
+        if !replace {
+            return Err(Error::input(
+                source,
+                "",
+                format!(
+                    "a different dump of run {:?}, node {}, seq {} is already imported (snapshot {snapshot_id}, from {earlier_source}); refused (use --replace to replace it)",
+                    dump.run.id, node, seq
+                ),
+            ));
         }
-        let sym = |sym: Sym| ids[sym.0 as usize];
-        let opt = |value: Option<Sym>| value.map(sym);
+        remove_snapshot(self.tx, snapshot_id, run_id, node, seq).map_err(self.db_error())?;
+        Ok(Existing::Removed)
+    }
 
-        let tx = self.tx;
-        let db_error = self.db_error();
-        tx.execute(
+    /// The snapshot's row (after the later snapshots of its node move up one place); its id.
+    fn insert_snapshot(&self, prepared: &Prepared, source: &str, run_id: i64, ids: &[i64]) -> rusqlite::Result<i64> {
+        let dump = &prepared.dump;
+        let (node, seq) = (dump.run.node, dump.snapshot.seq);
+        let opt = |value: Option<Sym>| value.map(|sym| ids[sym.0 as usize]);
+        self.tx.execute(
             "UPDATE run SET node_count = max(coalesce(node_count, 0), coalesce(?2, 0), ?3 + 1) WHERE id = ?1",
             params![run_id, dump.run.node_count, node],
-        )
-        .map_err(&db_error)?;
-        let (prev, next) = neighbours(tx, run_id, node, seq).map_err(&db_error)?;
-        tx.execute("UPDATE snapshot SET ordinal = ordinal + 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])
-            .map_err(&db_error)?;
-        tx.execute(
+        )?;
+        self.tx.execute("UPDATE snapshot SET ordinal = ordinal + 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])?;
+        self.tx.execute(
             "INSERT INTO snapshot (run_id, node, seq, time_ns, wall_time, reason, note, producer, host, pid,
                                    source, format_version, digest, imported_at, ordinal, digest_version)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
@@ -238,93 +298,85 @@ impl Writer<'_, '_> {
                 &prepared.digest[..],
                 DIGEST_VERSION,
             ],
-        )
-        .map_err(&db_error)?;
-        let snapshot_id = tx.last_insert_rowid();
-        upsert_objects(tx, run_id, &dump.objects, &ids).map_err(&db_error)?;
+        )?;
+        Ok(self.tx.last_insert_rowid())
+    }
 
-        // Memories, their figures and failed requests, and what the spans must hold at `seq`.
-        let mut upsert_memory = tx
-            .prepare_cached(
-                "INSERT INTO memory (run_id, node, handle, kind, name, kind_seq, name_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?5 IS NULL THEN -1 ELSE ?6 END)
-                 ON CONFLICT (run_id, node, handle) DO UPDATE SET
-                     kind = CASE WHEN excluded.kind_seq >= kind_seq THEN excluded.kind ELSE kind END,
-                     kind_seq = max(kind_seq, excluded.kind_seq),
-                     name = CASE WHEN excluded.name IS NOT NULL AND excluded.name_seq >= name_seq THEN excluded.name ELSE name END,
-                     name_seq = CASE WHEN excluded.name IS NOT NULL AND excluded.name_seq >= name_seq THEN excluded.name_seq ELSE name_seq END
-                 RETURNING id",
-            )
-            .map_err(&db_error)?;
-        let mut insert_state = tx
-            .prepare_cached(
-                "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
-                                           hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
-                                           unaccounted_bytes, holes_listed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            )
-            .map_err(&db_error)?;
-        let mut insert_failed = tx
-            .prepare_cached(
-                "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )
-            .map_err(&db_error)?;
-        let mut insert_link = tx
-            .prepare_cached(
-                "INSERT INTO allocation_object (run_id, uid, field_id, object_key, field_size) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT DO UPDATE SET field_size = max(coalesce(field_size, excluded.field_size), coalesce(excluded.field_size, field_size))",
-            )
-            .map_err(&db_error)?;
+    /// Each memory (described anew), its figures and failed requests at this snapshot, and the
+    /// links of its allocations to client objects; the memories' ids, in the dump's order.
+    fn write_memories(&self, prepared: &Prepared, run_id: i64, snapshot_id: i64, ids: &[i64]) -> rusqlite::Result<Vec<i64>> {
+        let dump = &prepared.dump;
+        let (node, seq) = (dump.run.node, dump.snapshot.seq);
+        let sym = |sym: Sym| ids[sym.0 as usize];
+        let opt = |value: Option<Sym>| value.map(sym);
+        let mut upsert_memory = self.tx.prepare_cached(
+            "INSERT INTO memory (run_id, node, handle, kind, name, kind_seq, name_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, CASE WHEN ?5 IS NULL THEN -1 ELSE ?6 END)
+             ON CONFLICT (run_id, node, handle) DO UPDATE SET
+                 kind = CASE WHEN excluded.kind_seq >= kind_seq THEN excluded.kind ELSE kind END,
+                 kind_seq = max(kind_seq, excluded.kind_seq),
+                 name = CASE WHEN excluded.name IS NOT NULL AND excluded.name_seq >= name_seq THEN excluded.name ELSE name END,
+                 name_seq = CASE WHEN excluded.name IS NOT NULL AND excluded.name_seq >= name_seq THEN excluded.name_seq ELSE name_seq END
+             RETURNING id",
+        )?;
+        let mut insert_state = self.tx.prepare_cached(
+            "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
+                                       hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
+                                       unaccounted_bytes, holes_listed)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )?;
+        let mut insert_failed = self.tx.prepare_cached(
+            "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )?;
+        let mut insert_link = self.tx.prepare_cached(
+            "INSERT INTO allocation_object (run_id, uid, field_id, object_key, field_size) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT DO UPDATE SET field_size = max(coalesce(field_size, excluded.field_size), coalesce(excluded.field_size, field_size))",
+        )?;
         let mut memory_of = Vec::with_capacity(dump.memories.len());
         for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
-            let memory_id: i64 = upsert_memory
-                .query_row(params![run_id, node, id_bits(memory.id), sym(memory.kind), opt(memory.name), seq], |row| row.get(0))
-                .map_err(&db_error)?;
-            insert_state
-                .execute(params![
+            let memory_id: i64 =
+                upsert_memory.query_row(params![run_id, node, id_bits(memory.id), sym(memory.kind), opt(memory.name), seq], |row| row.get(0))?;
+            let keys = [Value::Integer(snapshot_id), Value::Integer(memory_id)];
+            insert_state.execute(params_from_iter(keys.into_iter().chain(figure_values(memory, figures))))?;
+            for (ordinal, request) in memory.failed_requests.iter().enumerate() {
+                insert_failed.execute(params![
                     snapshot_id,
                     memory_id,
-                    size_bits(figures.capacity),
-                    memory.alignment.map(size_bits),
-                    size_bits(figures.allocation_count),
-                    size_bits(figures.used_bytes),
-                    size_bits(figures.free_bytes),
-                    size_bits(figures.hole_count),
-                    size_bits(figures.largest_hole),
-                    figures.fragmentation,
-                    size_bits(figures.reclaimable_bytes),
-                    size_bits(figures.largest_reclaimable),
-                    size_bits(figures.unaccounted_bytes),
-                    memory.listed_holes.is_some(),
-                ])
-                .map_err(&db_error)?;
-            for (ordinal, request) in memory.failed_requests.iter().enumerate() {
-                insert_failed
-                    .execute(params![
-                        snapshot_id,
-                        memory_id,
-                        ordinal as i64,
-                        size_bits(request.size),
-                        request.alignment.map(size_bits),
-                        opt(request.kind),
-                        opt(request.provenance),
-                        request.time_ns,
-                        opt(request.note),
-                    ])
-                    .map_err(&db_error)?;
+                    ordinal as i64,
+                    size_bits(request.size),
+                    request.alignment.map(size_bits),
+                    opt(request.kind),
+                    opt(request.provenance),
+                    request.time_ns,
+                    opt(request.note),
+                ])?;
             }
-            for allocation in memory.allocations.iter().filter(|allocation| !allocation.fields.is_empty()) {
+            for allocation in &memory.allocations {
                 for field in &allocation.fields {
-                    insert_link
-                        .execute(params![run_id, id_bits(allocation.uid), field.id, sym(field.object), field.size.map(size_bits)])
-                        .map_err(&db_error)?;
+                    insert_link.execute(params![run_id, id_bits(allocation.uid), field.id, sym(field.object), field.size.map(size_bits)])?;
                 }
             }
             memory_of.push(memory_id);
         }
-        drop((upsert_memory, insert_state, insert_failed, insert_link));
-        let allocation_count = dump.allocation_count() as u64;
+        Ok(memory_of)
+    }
+
+    /// The allocation and hole spans with this snapshot in them; the node's open spans after it
+    /// when this is the node's latest snapshot.
+    fn write_spans(
+        &self,
+        prepared: &Prepared,
+        run_id: i64,
+        ids: &[i64],
+        memory_of: &[i64],
+        (prev, next): (Option<i64>, Option<i64>),
+        cache: Option<NodeSpans>,
+    ) -> rusqlite::Result<Option<NodeSpans>> {
+        let dump = &prepared.dump;
+        let (node, seq) = (dump.run.node, dump.snapshot.seq);
+        let sym = |sym: Sym| ids[sym.0 as usize];
+        let opt = |value: Option<Sym>| value.map(sym);
         // What the spans must hold at `seq`, in key order (memory id, then uid or offset), made as
         // the planner asks for it.
         let mut memories_in_order: Vec<usize> = (0..dump.memories.len()).collect();
@@ -333,65 +385,37 @@ impl Writer<'_, '_> {
             let (memory, memory_id) = (&dump.memories[index], memory_of[index]);
             prepared.by_uid[index].iter().map(move |&position| {
                 let allocation = &memory.allocations[position as usize];
-                let attrs = AllocationAttrs {
-                    offset: size_bits(allocation.offset),
-                    size: size_bits(allocation.size),
-                    state: allocation.state.code(),
-                    kind: sym(allocation.kind),
-                    handle: allocation.handle.map(id_bits),
-                    alignment: allocation.alignment.map(size_bits),
-                    created_ns: allocation.created_ns,
-                    provenance: opt(allocation.provenance),
-                    label: opt(allocation.label),
-                    gc_priority: allocation.gc_priority,
-                    attrs: allocation.attrs.clone(),
-                };
-                ((memory_id, id_bits(allocation.uid)), attrs)
+                ((memory_id, id_bits(allocation.uid)), allocation_attrs(allocation, sym(allocation.kind), opt(allocation.provenance), opt(allocation.label)))
             })
         });
         let holes = memories_in_order.iter().flat_map(|&index| {
             let memory_id = memory_of[index];
             prepared.holes[index].iter().map(move |hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size)))
         });
-
         // The spans around `seq`: from memory when `seq` follows the node's latest snapshot that
         // this importer wrote, else from the database.
-        let memory_ids = node_memories(tx, run_id, node).map_err(&db_error)?;
+        let tx = self.tx;
+        let memory_ids = node_memories(tx, run_id, node)?;
         let appended = next.is_none() && prev.is_some();
         let (prev_allocations, prev_holes) = match (cache.filter(|spans| appended && Some(spans.latest) == prev), prev) {
             (Some(spans), _) => (spans.allocations, spans.holes),
-            (None, Some(_)) if appended => {
-                (AllocationSpans::open(tx, &memory_ids).map_err(&db_error)?, HoleSpans::open(tx, &memory_ids).map_err(&db_error)?)
-            }
-            (None, Some(prev)) => (
-                AllocationSpans::containing(tx, &memory_ids, prev).map_err(&db_error)?,
-                HoleSpans::containing(tx, &memory_ids, prev).map_err(&db_error)?,
-            ),
+            (None, Some(_)) if appended => (AllocationSpans::open(tx, &memory_ids)?, HoleSpans::open(tx, &memory_ids)?),
+            (None, Some(prev)) => (AllocationSpans::containing(tx, &memory_ids, prev)?, HoleSpans::containing(tx, &memory_ids, prev)?),
             (None, None) => (Vec::new(), Vec::new()),
         };
         let (next_allocations, next_holes) = match next {
-            Some(next) => (
-                AllocationSpans::containing(tx, &memory_ids, next).map_err(&db_error)?,
-                HoleSpans::containing(tx, &memory_ids, next).map_err(&db_error)?,
-            ),
+            Some(next) => (AllocationSpans::containing(tx, &memory_ids, next)?, HoleSpans::containing(tx, &memory_ids, next)?),
             None => (Vec::new(), Vec::new()),
         };
         let allocation_spans = spans::plan_insert(seq, prev, next, prev_allocations, &next_allocations, allocations);
         let hole_spans = spans::plan_insert(seq, prev, next, prev_holes, &next_holes, holes);
-        AllocationSpans::apply(tx, &allocation_spans.changes).map_err(&db_error)?;
-        HoleSpans::apply(tx, &hole_spans.changes).map_err(&db_error)?;
-
+        AllocationSpans::apply(tx, &allocation_spans.changes)?;
+        HoleSpans::apply(tx, &hole_spans.changes)?;
         // When `seq` is the node's latest snapshot, its open spans are what the next dump needs.
-        let open = match (allocation_spans.open, hole_spans.open) {
+        Ok(match (allocation_spans.open, hole_spans.open) {
             (Some(allocations), Some(holes)) => Some(NodeSpans { latest: seq, allocations, holes }),
             _ => None,
-        };
-        let outcome = if replaced {
-            Outcome::Replaced { snapshot_id, allocations: allocation_count }
-        } else {
-            Outcome::Imported { snapshot_id, allocations: allocation_count }
-        };
-        Ok(Landed { outcome, open })
+        })
     }
 
     fn annotations(&mut self, annotations: &Annotations) -> rusqlite::Result<u64> {
@@ -444,7 +468,7 @@ fn neighbours(conn: &Connection, run_id: i64, node: i64, seq: i64) -> rusqlite::
 }
 
 /// Every memory a node has had.
-fn node_memories(conn: &Connection, run_id: i64, node: i64) -> rusqlite::Result<Vec<i64>> {
+pub(super) fn node_memories(conn: &Connection, run_id: i64, node: i64) -> rusqlite::Result<Vec<i64>> {
     let mut statement = conn.prepare_cached("SELECT id FROM memory WHERE run_id = ?1 AND node = ?2 ORDER BY id")?;
     let rows = statement.query_map(params![run_id, node], |row| row.get(0))?;
     rows.collect()
@@ -473,143 +497,6 @@ fn remove_snapshot(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, 
     conn.execute("DELETE FROM snapshot WHERE id = ?1", [snapshot_id])?;
     conn.execute("UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])?;
     Ok(())
-}
-
-/// Whether a stored snapshot holds what `prepared` would store: the snapshot's own fields, each
-/// memory's figures, allocations, holes and failed requests. (Descriptions of memories and objects
-/// are kept per run, not per snapshot, so they are not compared.) Nothing is written.
-fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, prepared: &Prepared) -> rusqlite::Result<bool> {
-    let dump = &prepared.dump;
-    // Texts to their ids, without interning: a text the database lacks cannot be stored.
-    let mut ids: Vec<Option<i64>> = Vec::with_capacity(dump.strings.len());
-    let mut find = conn.prepare_cached("SELECT id FROM string WHERE value = ?1")?;
-    for text in &dump.strings {
-        ids.push(find.query_row([text], |row| row.get(0)).optional()?);
-    }
-    let sym = |sym: Sym| ids[sym.0 as usize];
-    let opt = |value: Option<Sym>| value.map(|value| ids[value.0 as usize]);
-    let text_id = |value: Option<Sym>| -> Option<Option<i64>> {
-        match value {
-            None => Some(None),
-            Some(value) => ids[value.0 as usize].map(Some),
-        }
-    };
-    type SnapshotRow = (i64, Option<String>, String, Option<i64>, Option<i64>, Option<String>, Option<i64>, i64);
-    let stored: SnapshotRow = conn.query_row(
-        "SELECT time_ns, wall_time, reason, note, producer, host, pid, format_version FROM snapshot WHERE id = ?1",
-        [snapshot_id],
-        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?)),
-    )?;
-    let (Some(note), Some(producer)) = (text_id(dump.snapshot.note), text_id(dump.producer)) else { return Ok(false) };
-    let wanted: SnapshotRow = (
-        dump.snapshot.time_ns,
-        dump.snapshot.wall_time.clone(),
-        dump.snapshot.reason.as_str().to_string(),
-        note,
-        producer,
-        dump.run.host.clone(),
-        dump.run.pid,
-        i64::from(dump.version),
-    );
-    if stored != wanted {
-        return Ok(false);
-    }
-    // Memories and their figures.
-    let mut memories: HashMap<i64, (i64, Vec<rusqlite::types::Value>)> = HashMap::new();
-    let mut statement = conn.prepare(
-        "SELECT m.handle, m.id, ms.capacity, ms.alignment, ms.allocation_count, ms.used_bytes, ms.free_bytes, ms.hole_count,
-                ms.largest_hole, ms.fragmentation, ms.reclaimable_bytes, ms.largest_reclaimable, ms.unaccounted_bytes, ms.holes_listed
-         FROM memory_state ms JOIN memory m ON m.id = ms.memory_id WHERE ms.snapshot_id = ?1",
-    )?;
-    let mut rows = statement.query([snapshot_id])?;
-    while let Some(row) = rows.next()? {
-        let figures = (2..14).map(|index| row.get::<_, rusqlite::types::Value>(index)).collect::<rusqlite::Result<Vec<_>>>()?;
-        memories.insert(row.get(0)?, (row.get(1)?, figures));
-    }
-    if memories.len() != dump.memories.len() {
-        return Ok(false);
-    }
-    let mut wanted_allocations = Vec::new();
-    let mut wanted_holes = Vec::new();
-    for ((memory, figures), holes) in dump.memories.iter().zip(&prepared.figures).zip(&prepared.holes) {
-        use rusqlite::types::Value;
-        let Some((memory_id, stored)) = memories.get(&id_bits(memory.id)) else { return Ok(false) };
-        let wanted = vec![
-            Value::Integer(size_bits(figures.capacity)),
-            memory.alignment.map_or(Value::Null, |alignment| Value::Integer(size_bits(alignment))),
-            Value::Integer(size_bits(figures.allocation_count)),
-            Value::Integer(size_bits(figures.used_bytes)),
-            Value::Integer(size_bits(figures.free_bytes)),
-            Value::Integer(size_bits(figures.hole_count)),
-            Value::Integer(size_bits(figures.largest_hole)),
-            Value::Real(figures.fragmentation),
-            Value::Integer(size_bits(figures.reclaimable_bytes)),
-            Value::Integer(size_bits(figures.largest_reclaimable)),
-            Value::Integer(size_bits(figures.unaccounted_bytes)),
-            Value::Integer(i64::from(memory.listed_holes.is_some())),
-        ];
-        if *stored != wanted {
-            return Ok(false);
-        }
-        for allocation in &memory.allocations {
-            let (Some(kind), Some(provenance), Some(label)) = (sym(allocation.kind), text_id(allocation.provenance), text_id(allocation.label)) else {
-                return Ok(false);
-            };
-            let attrs = AllocationAttrs {
-                offset: size_bits(allocation.offset),
-                size: size_bits(allocation.size),
-                state: allocation.state.code(),
-                kind,
-                handle: allocation.handle.map(id_bits),
-                alignment: allocation.alignment.map(size_bits),
-                created_ns: allocation.created_ns,
-                provenance,
-                label,
-                gc_priority: allocation.gc_priority,
-                attrs: allocation.attrs.clone(),
-            };
-            wanted_allocations.push(((*memory_id, id_bits(allocation.uid)), attrs));
-        }
-        wanted_holes.extend(holes.iter().map(|hole| ((*memory_id, size_bits(hole.offset)), size_bits(hole.size))));
-    }
-    let seq = dump.snapshot.seq;
-    let memory_ids = node_memories(conn, run_id, node)?;
-    let stored_allocations: Vec<((i64, i64), AllocationAttrs)> =
-        AllocationSpans::containing(conn, &memory_ids, seq)?.into_iter().map(|(key, span)| (key, span.attrs)).collect();
-    let stored_holes: Vec<((i64, i64), i64)> = HoleSpans::containing(conn, &memory_ids, seq)?.into_iter().map(|(key, span)| (key, span.attrs)).collect();
-    wanted_allocations.sort_by_key(|(key, _)| *key);
-    wanted_holes.sort_by_key(|(key, _)| *key);
-    if stored_allocations != wanted_allocations || stored_holes != wanted_holes {
-        return Ok(false);
-    }
-    // Failed requests, in order.
-    let mut statement = conn.prepare(
-        "SELECT memory_id, size, alignment, kind, provenance, time_ns, note FROM failed_request WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
-    )?;
-    type RequestRow = (i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
-    let stored: Vec<RequestRow> = statement
-        .query_map([snapshot_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let mut wanted: Vec<RequestRow> = Vec::new();
-    for memory in &dump.memories {
-        let memory_id = memories[&id_bits(memory.id)].0;
-        for request in &memory.failed_requests {
-            if [request.kind, request.provenance, request.note].iter().any(|value| text_id(*value).is_none()) {
-                return Ok(false);
-            }
-            wanted.push((
-                memory_id,
-                size_bits(request.size),
-                request.alignment.map(size_bits),
-                opt(request.kind).flatten(),
-                opt(request.provenance).flatten(),
-                request.time_ns,
-                opt(request.note).flatten(),
-            ));
-        }
-    }
-    wanted.sort_by_key(|row| row.0);
-    Ok(stored == wanted)
 }
 
 /// Objects are described again by every dump. A later description fills in what earlier ones left

@@ -9,9 +9,11 @@
 //! plain readers (sqlite3, Datasette, Grafana) open it without creating `-wal`/`-shm` files.
 //!
 //! The storage behind the public views is private to this module and `migrations/`: [`import`]
-//! writes it, [`spans`] keeps its allocation and hole spans exact.
+//! writes it, [`spans`] keeps its allocation and hole spans exact, [`legacy`] recognises dumps
+//! that memstate 1 imported.
 
 pub mod import;
+mod legacy;
 pub mod schema;
 mod spans;
 
