@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use memstate::units::parse_positive_size;
+use memstate::units::{parse_duration, parse_positive_size};
 
 const AFTER_HELP: &str = "The database is --db PATH, else $MEMSTATE_DB, else memstate.db in the current folder.
 Exit status: 0 when everything worked, 1 when some input was refused, 2 for a usage or environment error.";
@@ -662,18 +662,4 @@ fn parse_wall_start(text: &str) -> Result<i64, String> {
         return Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs() as i64));
     }
     memstate::units::unix_seconds(text).ok_or_else(|| format!("{text:?}: expected now or an RFC 3339 time such as 2026-12-01T08:00:00Z"))
-}
-
-/// A duration: a number and ms, s or m (500ms, 2s, 1.5s, 1m).
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.trim().parse().map_err(|_| format!("{text:?}: expected a duration such as 500ms, 2s or 1m"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "s" | "" => value,
-        "m" | "min" => value * 60.0,
-        _ => return Err(format!("{text:?}: expected a duration such as 500ms, 2s or 1m")),
-    };
-    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?}: expected a duration from 0 up"))
 }

@@ -121,6 +121,20 @@ pub fn counted(count: u64, noun: &str) -> String {
     if count == 1 { format!("1 {noun}") } else { format!("{count} {noun}s") }
 }
 
+/// A duration: a number and ms, s or m (500ms, 2s, 1.5s, 1m).
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number.trim().parse().map_err(|_| format!("{text:?}: expected a duration such as 500ms, 2s or 1m"))?;
+    let seconds = match unit.trim() {
+        "ms" => value / 1000.0,
+        "s" | "" => value,
+        "m" | "min" => value * 60.0,
+        _ => return Err(format!("{text:?}: expected a duration such as 500ms, 2s or 1m")),
+    };
+    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?}: expected a duration from 0 up"))
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
@@ -256,6 +270,18 @@ mod tests {
         }
         for seconds in [0i64, 951_782_400, 1_796_112_000, 4_102_444_800, -86_400 * 365] {
             assert_eq!(unix_seconds(&rfc3339_utc(seconds, 0)), Some(seconds));
+        }
+    }
+
+    #[test]
+    fn durations_in_milliseconds_seconds_and_minutes() {
+        use std::time::Duration;
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        for bad in ["", "fast", "5h", "-1s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 }
