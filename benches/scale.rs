@@ -429,8 +429,8 @@ fn main() {
     let work = tempfile::tempdir().expect("bench: temp dir");
     if let Ok(keep) = std::env::var("MEMSTATE_BENCH_GENERATE") {
         // For profiling by hand: write run (a) and (b) under the named folder and stop.
-        let rows_a = generate_steady(&Path::new(&keep).join("a"), "steady", 50, scale(15_000), 0.01);
-        let rows_b = generate_steady(&Path::new(&keep).join("b"), "long", scale(1000), 1000, 0.02);
+        let rows_a = generate_steady(&Path::new(&keep).join("a"), "steady", 50, scale(50_000), 0.01);
+        let rows_b = generate_steady(&Path::new(&keep).join("b"), "long", scale(1000), 2500, 0.02);
         println!("generated {rows_a} + {rows_b} allocation rows under {keep}");
         return;
     }
@@ -438,7 +438,7 @@ fn main() {
     if sets.contains('a') {
         let folder = work.path().join("a");
         let started = Instant::now();
-        let rows = generate_steady(&folder, "steady", 50, scale(15_000), 0.01);
+        let rows = generate_steady(&folder, "steady", 50, scale(50_000), 0.01);
         let mut files: Vec<PathBuf> = fs::read_dir(&folder).expect("bench: list").map(|entry| entry.expect("entry").path()).collect();
         files.sort();
         let json: u64 = files.iter().map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0)).sum();
@@ -471,7 +471,7 @@ fn main() {
     if sets.contains('b') {
         let folder = work.path().join("b");
         let started = Instant::now();
-        let rows = generate_steady(&folder, "long", scale(1000), 1000, 0.02);
+        let rows = generate_steady(&folder, "long", scale(1000), 2500, 0.02);
         println!("(b) long run: {} dumps x 4 memories, {rows} allocation rows (generated in {:.1} s)", scale(1000), started.elapsed().as_secs_f64());
         let db = work.path().join("b.db");
         let (seconds, peak) = import(&db, &folder);

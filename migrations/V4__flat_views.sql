@@ -1,0 +1,100 @@
+-- Why: users' own SQL must be fast through the views as they write it. Version 2's `allocations`
+-- and `holes` were a UNION ALL of 34 arms, one per span level. SQLite pushes a constant
+-- `snapshot_id = 7` into every arm, but it cannot flatten a compound view into a join, so a
+-- snapshot named by a subquery, a join on `snapshots`, a CTE or a uid self-join expanded every
+-- span of the run (seconds to minutes at 10 million rows).
+--
+-- * Both views become one SELECT: snapshot -> its node's memories -> span level -> the spans of
+--   that level whose first_seq lies within the level's reach before the snapshot's seq. A plain
+--   join is flattened into whatever query names the view, so the planner drives it from whatever
+--   the query names: a snapshot (by id, by seq, by a subquery or a CTE), a memory, or a uid
+--   (through allocation_span_by_uid, whose entries end with the primary key, so a uid lookup
+--   also narrows by memory and level). Storage does not change.
+-- * Provenance and label are scalar subqueries, not joins: a query that does not read them does
+--   not look them up (SQLite drops an unused LEFT JOIN only outside aggregates, so count(*) over
+--   every row would pay for each). Kind stays a join: GROUP BY kind over every row reads it for
+--   each row, and a join costs less than a subquery there.
+-- * GROUP BY state over every row would sort every row; an index on the view's very state
+--   expression gives the rows in state order instead. A LEFT JOIN to the kind (no index on it)
+--   keeps the planner from scanning all spans in kind order for a one-snapshot GROUP BY kind.
+-- * Holes of two snapshots are matched by memory and offset: an index on those.
+-- * The planner orders a join by the row counts it believes. Without statistics it takes every
+--   table for a million rows, span_level included, and then scans a memory's spans rather than 34
+--   short ranges. Fixed statistics below describe a large database (span storage large, a few
+--   memories per node, 34 span levels), so plans are the same on a test fixture as at scale and
+--   the same in every SQLite that opens the file (sqlite3 shells, Python, Datasette, Grafana).
+--   They are the shape, not the size: memstate never runs ANALYZE (a user who does gets plans
+--   from the real figures, which also use the indexes).
+
+DROP VIEW allocations;
+CREATE VIEW allocations AS
+SELECT s.id AS snapshot_id,
+       a.memory_id,
+       printf('0x%016x', a.uid) AS uid,
+       CASE WHEN a.handle IS NULL THEN NULL ELSE printf('0x%016x', a.handle) END AS handle,
+       k.value AS kind,
+       CASE a.state
+           WHEN 0 THEN 'valid'
+           WHEN 1 THEN 'collectable'
+           WHEN 2 THEN 'pending_free'
+           ELSE 'pending_alloc'
+       END AS state,
+       a.offset,
+       a.size,
+       a.alignment,
+       a.created_ns,
+       (SELECT p.value FROM string p WHERE p.id = a.provenance) AS provenance,
+       (SELECT l.value FROM string l WHERE l.id = a.label) AS label,
+       a.gc_priority,
+       a.attrs,
+       a.offset + a.size AS end_offset
+FROM snapshot s
+JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
+JOIN span_level v
+JOIN allocation_span a ON a.memory_id = m.id AND a.level = v.level
+                      AND a.first_seq BETWEEN s.seq - v.reach AND s.seq
+                      AND s.seq <= coalesce(a.last_seq, 9223372036854775807)
+LEFT JOIN string k ON k.id = a.kind;
+
+DROP VIEW holes;
+CREATE VIEW holes AS
+SELECT s.id AS snapshot_id,
+       h.memory_id,
+       h.offset,
+       h.size
+FROM snapshot s
+JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
+JOIN span_level v
+JOIN hole_span h ON h.memory_id = m.id AND h.level = v.level
+                AND h.first_seq BETWEEN s.seq - v.reach AND s.seq
+                AND s.seq <= coalesce(h.last_seq, 9223372036854775807);
+
+CREATE INDEX allocation_span_by_state ON allocation_span (
+    CASE state WHEN 0 THEN 'valid' WHEN 1 THEN 'collectable' WHEN 2 THEN 'pending_free' ELSE 'pending_alloc' END
+);
+CREATE INDEX hole_span_by_offset ON hole_span (memory_id, offset);
+
+-- The statistics: sqlite_stat1 exists once something was analysed; analysing the 34-row
+-- span_level creates it, then every row is set by hand. Each figure is how many rows one value
+-- of the index's leading columns selects (the table's rows first).
+ANALYZE span_level;
+DELETE FROM sqlite_stat1;
+INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES
+    ('span_level', NULL, '34'),
+    ('allocation_span', 'allocation_span', '1000000 50000 10000 100 1'),
+    ('allocation_span', 'allocation_span_by_uid', '1000000 2'),
+    ('allocation_span', 'allocation_span_by_state', '1000000 250000'),
+    ('hole_span', 'hole_span_by_offset', '1000000 50000 2'),
+    ('hole_span', 'hole_span', '1000000 50000 10000 100 1'),
+    ('snapshot', 'sqlite_autoindex_snapshot_1', '1000 1000 100 1'),
+    ('snapshot', 'snapshot_wall_by_node', '1000 1000 100 1'),
+    ('snapshot', 'snapshot_wall_by_time', '1000 1000 1 1'),
+    ('memory', 'sqlite_autoindex_memory_1', '40 40 4 1'),
+    ('memory_state', 'memory_state', '4000 4 1'),
+    ('memory_state', 'memory_state_by_memory', '4000 100 1'),
+    ('string', 'sqlite_autoindex_string_1', '10000 1'),
+    ('run', 'sqlite_autoindex_run_1', '1 1'),
+    ('allocation_object', 'allocation_object_by_uid', '100000 100000 2'),
+    ('allocation_object', 'allocation_object', '100000 100000 2 1 1'),
+    ('object', 'object', '10000 10000 1'),
+    ('failed_request', 'failed_request', '100 2 1 1');
