@@ -12,6 +12,7 @@ mod queries;
 mod reader;
 mod schema;
 mod sim;
+mod sql_shapes;
 mod storage;
 mod story;
 mod viz;
