@@ -1,8 +1,9 @@
 -- Provenances whose live bytes (valid, collectable and pending_alloc allocations) grow across a
 -- run, per node: leak suspects, the biggest growth first. Only provenances that grew are listed.
 -- Reads allocation_spans once: the live bytes of a provenance rise where its spans start and fall
--- after they end, so a running sum over those events gives every snapshot's figure (the peak is
--- reached where a span starts).
+-- after they end. The bytes starting and ending are summed per snapshot first (one sort of the
+-- spans), then a running sum over those few rows gives the figure at every snapshot where
+-- something changed: started up to it, less ended before it. The peak is one of those.
 --
 -- @param run  text     the run (runs.run)
 -- @param top  integer  at most this many rows (default 20)
@@ -22,34 +23,34 @@ live AS (
     FROM allocation_spans
     WHERE run = :run AND state IN ('valid', 'collectable', 'pending_alloc')
 ),
-events AS (
-    SELECT node, provenance, first_seq AS seq, 0 AS phase, size AS delta FROM live
-    UNION ALL
-    SELECT node, provenance, last_seq AS seq, 1 AS phase, -size AS delta FROM live
+per_seq AS (
+    SELECT node, provenance, seq, sum(starting) AS starting, sum(ending) AS ending
+    FROM (SELECT node, provenance, first_seq AS seq, size AS starting, 0 AS ending FROM live
+          UNION ALL
+          SELECT node, provenance, last_seq AS seq, 0 AS starting, size AS ending FROM live)
+    GROUP BY node, provenance, seq
 ),
 running AS (
-    SELECT node, provenance, phase,
-           sum(delta) OVER (PARTITION BY node, provenance ORDER BY seq, phase ROWS UNBOUNDED PRECEDING) AS bytes
-    FROM events
+    SELECT node, provenance, seq,
+           sum(starting) OVER w - sum(ending) OVER w + ending AS bytes
+    FROM per_seq
+    WINDOW w AS (PARTITION BY node, provenance ORDER BY seq ROWS UNBOUNDED PRECEDING)
 ),
-peaks AS (
-    SELECT node, provenance, max(bytes) AS peak_bytes FROM running WHERE phase = 0 GROUP BY node, provenance
-),
-ends AS (
-    SELECT l.node, l.provenance,
-           sum(CASE WHEN l.first_seq = b.first_seq THEN l.size ELSE 0 END) AS first_bytes,
-           sum(CASE WHEN l.last_seq = b.last_seq THEN l.size ELSE 0 END) AS last_bytes
-    FROM live l JOIN bounds b ON b.node = l.node
-    GROUP BY l.node, l.provenance
+figures AS (
+    SELECT r.node, r.provenance,
+           coalesce(sum(CASE WHEN r.seq = b.first_seq THEN r.bytes END), 0) AS first_bytes,
+           coalesce(sum(CASE WHEN r.seq = b.last_seq THEN r.bytes END), 0) AS last_bytes,
+           max(r.bytes) AS peak_bytes
+    FROM running r JOIN bounds b ON b.node = r.node
+    GROUP BY r.node, r.provenance
 )
-SELECT e.node,
-       e.provenance,
-       e.first_bytes,
-       e.last_bytes,
-       e.last_bytes - e.first_bytes AS growth_bytes,
-       p.peak_bytes
-FROM ends e
-JOIN peaks p ON p.node = e.node AND p.provenance IS e.provenance
-WHERE e.last_bytes - e.first_bytes > 0
-ORDER BY growth_bytes DESC, e.node, e.provenance
+SELECT node,
+       provenance,
+       first_bytes,
+       last_bytes,
+       last_bytes - first_bytes AS growth_bytes,
+       peak_bytes
+FROM figures
+WHERE last_bytes - first_bytes > 0
+ORDER BY growth_bytes DESC, node, provenance
 LIMIT :top;
