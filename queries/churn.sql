@@ -1,9 +1,10 @@
 -- For each pair of consecutive snapshots of a node: how many allocations appeared and
 -- disappeared (by uid), and their bytes. High churn with a falling largest hole is fragmentation
 -- in the making. An allocation that only changed (state, place, size) neither appears nor
--- disappears. Reads allocation_spans: a span starting at a snapshot is an appearance unless the
--- uid's previous span ended at the snapshot just before; a span ending is a disappearance unless
--- the uid's next span starts at the snapshot just after.
+-- disappears. Reads the spans: a span starting at a snapshot is an appearance unless the uid's
+-- previous span ended at the snapshot just before; a span ending is a disappearance unless the
+-- uid's next span starts at the snapshot just after. Like growth, it reads memstate's private
+-- span table with integer ids (an open span's last_seq is NULL there, and ends nothing).
 --
 -- @param run  text  the run (runs.run)
 --
@@ -15,18 +16,19 @@
 -- @column disappeared        count  allocations in the earlier snapshot but not the later
 -- @column disappeared_bytes  bytes  their total size
 WITH ordered AS (
-    SELECT node, seq,
-           lag(seq) OVER (PARTITION BY node ORDER BY seq) AS previous_seq,
-           lead(seq) OVER (PARTITION BY node ORDER BY seq) AS next_seq
-    FROM snapshots
-    WHERE run = :run
+    SELECT s.run_id, s.node, s.seq,
+           lag(s.seq) OVER (PARTITION BY s.node ORDER BY s.seq) AS previous_seq,
+           lead(s.seq) OVER (PARTITION BY s.node ORDER BY s.seq) AS next_seq
+    FROM snapshot s
+    WHERE s.run_id = (SELECT r.id FROM run r WHERE r.name = :run)
 ),
 spans AS (
-    SELECT node, first_seq, last_seq, size,
-           lag(last_seq) OVER (PARTITION BY node, uid ORDER BY first_seq) AS before_last_seq,
-           lead(first_seq) OVER (PARTITION BY node, uid ORDER BY first_seq) AS after_first_seq
-    FROM allocation_spans
-    WHERE run = :run
+    SELECT m.node, a.first_seq, a.last_seq, a.size,
+           lag(a.last_seq) OVER (PARTITION BY m.node, a.uid ORDER BY a.first_seq) AS before_last_seq,
+           lead(a.first_seq) OVER (PARTITION BY m.node, a.uid ORDER BY a.first_seq) AS after_first_seq
+    FROM memory m
+    JOIN allocation_span a ON a.memory_id = m.id
+    WHERE m.run_id = (SELECT r.id FROM run r WHERE r.name = :run)
 ),
 appeared AS (
     SELECT s.node, s.first_seq AS seq, count(*) AS allocations, sum(s.size) AS bytes

@@ -1,9 +1,12 @@
 -- Provenances whose live bytes (valid, collectable and pending_alloc allocations) grow across a
 -- run, per node: leak suspects, the biggest growth first. Only provenances that grew are listed.
--- Reads allocation_spans once: the live bytes of a provenance rise where its spans start and fall
--- after they end. The bytes starting and ending are summed per snapshot first (one sort of the
--- spans), then a running sum over those few rows gives the figure at every snapshot where
--- something changed: started up to it, less ended before it. The peak is one of those.
+-- Reads the spans once: the live bytes of a provenance rise where its spans start and fall after
+-- they end. The bytes starting and ending are summed per snapshot first (one sort of the spans),
+-- then a running sum over those few rows gives the figure at every snapshot where something
+-- changed: started up to it, less ended before it. The peak is one of those. It reads memstate's
+-- private span table (with integer ids; texts only for the rows shown) rather than the
+-- allocation_spans view, whose joins per span cost more than the whole question may take at 10
+-- million allocation rows; it is released with the schema it reads.
 --
 -- @param run  text     the run (runs.run)
 -- @param top  integer  at most this many rows (default 20)
@@ -14,14 +17,18 @@
 -- @column last_bytes    bytes  live bytes at the node's last snapshot
 -- @column growth_bytes  bytes  last_bytes - first_bytes
 -- @column peak_bytes    bytes  the most live bytes at any snapshot of the node
-WITH bounds AS (
-    SELECT node, min(seq) AS first_seq, max(seq) AS last_seq
-    FROM snapshots WHERE run = :run GROUP BY node
+WITH nodes AS (
+    SELECT s.run_id, s.node, min(s.seq) AS first_seq, max(s.seq) AS last_seq
+    FROM snapshot s
+    WHERE s.run_id = (SELECT r.id FROM run r WHERE r.name = :run)
+    GROUP BY s.run_id, s.node
 ),
 live AS (
-    SELECT node, provenance, first_seq, last_seq, size
-    FROM allocation_spans
-    WHERE run = :run AND state IN ('valid', 'collectable', 'pending_alloc')
+    SELECT n.node, a.provenance, a.first_seq, coalesce(a.last_seq, n.last_seq) AS last_seq, a.size
+    FROM nodes n
+    JOIN memory m ON m.run_id = n.run_id AND m.node = n.node
+    JOIN allocation_span a ON a.memory_id = m.id
+    WHERE a.state IN (0, 1, 3)
 ),
 per_seq AS (
     SELECT node, provenance, seq, sum(starting) AS starting, sum(ending) AS ending
@@ -38,19 +45,20 @@ running AS (
 ),
 figures AS (
     SELECT r.node, r.provenance,
-           coalesce(sum(CASE WHEN r.seq = b.first_seq THEN r.bytes END), 0) AS first_bytes,
-           coalesce(sum(CASE WHEN r.seq = b.last_seq THEN r.bytes END), 0) AS last_bytes,
+           coalesce(sum(CASE WHEN r.seq = n.first_seq THEN r.bytes END), 0) AS first_bytes,
+           coalesce(sum(CASE WHEN r.seq = n.last_seq THEN r.bytes END), 0) AS last_bytes,
            max(r.bytes) AS peak_bytes
-    FROM running r JOIN bounds b ON b.node = r.node
+    FROM running r JOIN nodes n ON n.node = r.node
     GROUP BY r.node, r.provenance
 )
-SELECT node,
-       provenance,
-       first_bytes,
-       last_bytes,
-       last_bytes - first_bytes AS growth_bytes,
-       peak_bytes
-FROM figures
-WHERE last_bytes - first_bytes > 0
-ORDER BY growth_bytes DESC, node, provenance
+SELECT f.node,
+       p.value AS provenance,
+       f.first_bytes,
+       f.last_bytes,
+       f.last_bytes - f.first_bytes AS growth_bytes,
+       f.peak_bytes
+FROM figures f
+LEFT JOIN string p ON p.id = f.provenance
+WHERE f.last_bytes - f.first_bytes > 0
+ORDER BY growth_bytes DESC, f.node, p.value
 LIMIT :top;

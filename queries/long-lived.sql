@@ -1,7 +1,8 @@
 -- Allocations followed by uid across the snapshots of a run: when each was first and last seen,
 -- in how many snapshots, and how big; the longest-lived first. Long-lived small allocations in
--- the middle of a memory are the usual cause of fragmentation. Reads allocation_spans: one row
--- per stretch of unchanged snapshots, not one per snapshot.
+-- the middle of a memory are the usual cause of fragmentation. Reads the spans: one row per
+-- stretch of unchanged snapshots, not one per snapshot; like growth, memstate's private span
+-- table with integer ids, the texts looked up only for the rows shown.
 --
 -- @param run  text     the run (runs.run)
 -- @param top  integer  at most this many allocations (default 20)
@@ -15,17 +16,43 @@
 -- @column last_seq    count    the last snapshot (seq) it appears in
 -- @column snapshots   count    how many snapshots it appears in
 -- @column lifetime_s  seconds  time between its first and last snapshot
-SELECT node,
-       uid,
-       kind,
-       provenance,
-       max(size) AS size,
-       min(first_seq) AS first_seq,
-       max(last_seq) AS last_seq,
-       sum(snapshot_count) AS snapshots,
-       (max(last_time_ns) - min(first_time_ns)) / 1e9 AS lifetime_s
-FROM allocation_spans
-WHERE run = :run
-GROUP BY node, uid, kind, provenance
-ORDER BY snapshots DESC, lifetime_s DESC, node, uid
+WITH nodes AS (
+    SELECT s.run_id, s.node, max(s.seq) AS last_seq
+    FROM snapshot s
+    WHERE s.run_id = (SELECT r.id FROM run r WHERE r.name = :run)
+    GROUP BY s.run_id, s.node
+),
+spans AS (
+    SELECT n.run_id, n.node, a.uid, a.kind, a.provenance, a.size, a.first_seq,
+           coalesce(a.last_seq, n.last_seq) AS last_seq
+    FROM nodes n
+    JOIN memory m ON m.run_id = n.run_id AND m.node = n.node
+    JOIN allocation_span a ON a.memory_id = m.id
+),
+lives AS (
+    SELECT sp.run_id, sp.node, sp.uid, sp.kind, sp.provenance,
+           max(sp.size) AS size,
+           min(sp.first_seq) AS first_seq,
+           max(sp.last_seq) AS last_seq,
+           sum(l.ordinal - f.ordinal + 1) AS snapshots
+    FROM spans sp
+    JOIN snapshot f ON f.run_id = sp.run_id AND f.node = sp.node AND f.seq = sp.first_seq
+    JOIN snapshot l ON l.run_id = sp.run_id AND l.node = sp.node AND l.seq = sp.last_seq
+    GROUP BY sp.run_id, sp.node, sp.uid, sp.kind, sp.provenance
+)
+SELECT v.node,
+       printf('0x%016x', v.uid) AS uid,
+       k.value AS kind,
+       p.value AS provenance,
+       v.size,
+       v.first_seq,
+       v.last_seq,
+       v.snapshots,
+       (l.time_ns - f.time_ns) / 1e9 AS lifetime_s
+FROM lives v
+JOIN snapshot f ON f.run_id = v.run_id AND f.node = v.node AND f.seq = v.first_seq
+JOIN snapshot l ON l.run_id = v.run_id AND l.node = v.node AND l.seq = v.last_seq
+JOIN string k ON k.id = v.kind
+LEFT JOIN string p ON p.id = v.provenance
+ORDER BY v.snapshots DESC, lifetime_s DESC, v.node, uid
 LIMIT :top;
