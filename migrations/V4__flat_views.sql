@@ -18,6 +18,10 @@
 --   expression gives the rows in state order instead. A LEFT JOIN to the kind (no index on it)
 --   keeps the planner from scanning all spans in kind order for a one-snapshot GROUP BY kind.
 -- * Holes of two snapshots are matched by memory and offset: an index on those.
+-- * New columns at the end of both views: span_first_seq and span_last_seq, the stretch of the
+--   node's snapshots over which this row is unchanged. Two snapshots of one node share every row
+--   whose stretch holds both, so "what changed between A and B" reads only the rows whose stretch
+--   does not (memstate diff does).
 -- * The planner orders a join by the row counts it believes. Without statistics it takes every
 --   table for a million rows, span_level included, and then scans a memory's spans rather than 34
 --   short ranges. Fixed statistics below describe a large database (10 million spans, 1,000
@@ -50,7 +54,9 @@ SELECT s.id AS snapshot_id,
        (SELECT l.value FROM string l WHERE l.id = a.label) AS label,
        a.gc_priority,
        a.attrs,
-       a.offset + a.size AS end_offset
+       a.offset + a.size AS end_offset,
+       a.first_seq AS span_first_seq,
+       coalesce(a.last_seq, (SELECT max(t.seq) FROM snapshot t WHERE t.run_id = s.run_id AND t.node = s.node)) AS span_last_seq
 FROM snapshot s
 JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
 JOIN span_level v
@@ -64,7 +70,9 @@ CREATE VIEW holes AS
 SELECT s.id AS snapshot_id,
        h.memory_id,
        h.offset,
-       h.size
+       h.size,
+       h.first_seq AS span_first_seq,
+       coalesce(h.last_seq, (SELECT max(t.seq) FROM snapshot t WHERE t.run_id = s.run_id AND t.node = s.node)) AS span_last_seq
 FROM snapshot s
 JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
 JOIN span_level v

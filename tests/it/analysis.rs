@@ -163,3 +163,43 @@ fn the_demo_runs_and_shows_the_oom() {
     let snapshots = memstate().arg("--db").arg(&db).args(["sql", "--format", "csv", "SELECT count(*) FROM snapshots"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&snapshots.stdout).lines().nth(1), Some(imported.as_str()));
 }
+
+/// `diff` of two snapshots of one node leaves out what their spans share; the answer must be the
+/// one that comparing every allocation of both gives.
+#[test]
+fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("run");
+    let config = memstate::sim::Config { steps: 120, dump_every: 5, continue_after_oom: true, ..Default::default() };
+    memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&folder], 0);
+    let database = memstate::db::open_read_only(&db).unwrap();
+    let conn = &database.conn;
+    let ids: Vec<i64> = conn
+        .prepare("SELECT snapshot_id FROM snapshots WHERE node = 0 ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(ids.len() > 10);
+    let mut compared = 0;
+    for (before, after) in [(ids[0], ids[ids.len() - 1]), (ids[3], ids[4]), (ids[9], ids[2]), (ids[5], ids[5])] {
+        let full = memstate::analysis::diff(
+            &memstate::query::load::placed(conn, before, None).unwrap(),
+            &memstate::query::load::placed(conn, after, None).unwrap(),
+        );
+        let shown = json_of(&db, &["diff", &before.to_string(), &after.to_string()]);
+        let shown: Vec<String> = shown
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|change| format!("{} {} {} {}", change["change"].as_str().unwrap(), change["handle"].as_str().unwrap(), change["uid"].as_str().unwrap(), change["offset"]))
+            .collect();
+        let expected: Vec<String> = full.iter().map(|change| format!("{} {} {} {}", change.change.as_str(), change.handle, change.uid, change.offset)).collect();
+        assert_eq!(shown, expected, "diff {before} {after}");
+        compared += expected.len();
+    }
+    assert!(compared > 50, "the pairs compared too few changes to mean anything ({compared})");
+}
