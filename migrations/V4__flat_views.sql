@@ -12,11 +12,13 @@
 --   also narrows by memory and level). Storage does not change.
 -- * Provenance and label are scalar subqueries, not joins: a query that does not read them does
 --   not look them up (SQLite drops an unused LEFT JOIN only outside aggregates, so count(*) over
---   every row would pay for each). Kind stays a join: GROUP BY kind over every row reads it for
---   each row, and a join costs less than a subquery there.
--- * GROUP BY state over every row would sort every row; an index on the view's very state
---   expression gives the rows in state order instead. A LEFT JOIN to the kind (no index on it)
---   keeps the planner from scanning all spans in kind order for a one-snapshot GROUP BY kind.
+--   every row would pay for each).
+-- * GROUP BY state or kind over every row would sort every row (SQLite has no hash aggregate:
+--   3 to 5 s at 10 million rows). An index on the view's very state expression, and one on the
+--   kind, give the rows in that order instead. For that the span table keeps the kind as text
+--   (it was a string id; a join to `string` cannot be read in text order without letting the
+--   planner drive one-snapshot questions from the kind): the table is rebuilt below. Kinds are a
+--   short vocabulary, so the text costs little more than the id did.
 -- * Holes of two snapshots are matched by memory and offset: an index on those.
 -- * New columns at the end of both views: span_first_seq and span_last_seq, the stretch of the
 --   node's snapshots over which this row is unchanged. Two snapshots of one node share every row
@@ -33,13 +35,48 @@
 --   They are the shape, not the size: memstate never runs ANALYZE (a user who does gets plans
 --   from the real figures, which also use the indexes).
 
+-- The views that read the span table go first; they are made again below.
 DROP VIEW allocations;
+DROP VIEW allocation_spans;
+
+CREATE TABLE allocation_span_v4 (
+    memory_id   INTEGER NOT NULL,
+    level       INTEGER NOT NULL,
+    first_seq   INTEGER NOT NULL,
+    uid         INTEGER NOT NULL,
+    last_seq    INTEGER,
+    offset      INTEGER NOT NULL,
+    size        INTEGER NOT NULL,
+    state       INTEGER NOT NULL,
+    kind        TEXT NOT NULL,
+    handle      INTEGER,
+    alignment   INTEGER,
+    created_ns  INTEGER,
+    provenance  INTEGER,
+    label       INTEGER,
+    gc_priority INTEGER,
+    attrs       TEXT,
+    PRIMARY KEY (memory_id, level, first_seq, uid)
+) WITHOUT ROWID;
+
+INSERT INTO allocation_span_v4 (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle,
+                                alignment, created_ns, provenance, label, gc_priority, attrs)
+SELECT a.memory_id, a.level, a.first_seq, a.uid, a.last_seq, a.offset, a.size, a.state,
+       (SELECT k.value FROM string k WHERE k.id = a.kind),
+       a.handle, a.alignment, a.created_ns, a.provenance, a.label, a.gc_priority, a.attrs
+FROM allocation_span a;
+
+DROP TABLE allocation_span;
+ALTER TABLE allocation_span_v4 RENAME TO allocation_span;
+CREATE INDEX allocation_span_by_uid ON allocation_span (printf('0x%016x', uid));
+CREATE INDEX allocation_span_by_kind ON allocation_span (kind);
+
 CREATE VIEW allocations AS
 SELECT s.id AS snapshot_id,
        a.memory_id,
        printf('0x%016x', a.uid) AS uid,
        CASE WHEN a.handle IS NULL THEN NULL ELSE printf('0x%016x', a.handle) END AS handle,
-       k.value AS kind,
+       a.kind,
        CASE a.state
            WHEN 0 THEN 'valid'
            WHEN 1 THEN 'collectable'
@@ -62,8 +99,7 @@ JOIN memory m ON m.run_id = s.run_id AND m.node = s.node
 JOIN span_level v
 JOIN allocation_span a ON a.memory_id = m.id AND a.level = v.level
                       AND a.first_seq BETWEEN s.seq - v.reach AND s.seq
-                      AND s.seq <= coalesce(a.last_seq, 9223372036854775807)
-LEFT JOIN string k ON k.id = a.kind;
+                      AND s.seq <= coalesce(a.last_seq, 9223372036854775807);
 
 DROP VIEW holes;
 CREATE VIEW holes AS
@@ -80,6 +116,48 @@ JOIN hole_span h ON h.memory_id = m.id AND h.level = v.level
                 AND h.first_seq BETWEEN s.seq - v.reach AND s.seq
                 AND s.seq <= coalesce(h.last_seq, 9223372036854775807);
 
+-- One row per span, as in version 2, with provenance and label looked up only when read, and
+-- the first and last snapshot found in a covering index (one probe each, not two).
+CREATE INDEX snapshot_by_node_seq ON snapshot (run_id, node, seq, id, time_ns, ordinal);
+
+CREATE VIEW allocation_spans AS
+SELECT r.name AS run,
+       m.node,
+       m.id AS memory_id,
+       printf('0x%016x', a.uid) AS uid,
+       f.id AS first_snapshot_id,
+       l.id AS last_snapshot_id,
+       f.seq AS first_seq,
+       l.seq AS last_seq,
+       f.time_ns AS first_time_ns,
+       l.time_ns AS last_time_ns,
+       l.ordinal - f.ordinal + 1 AS snapshot_count,
+       a.last_seq IS NULL AS open,
+       CASE WHEN a.handle IS NULL THEN NULL ELSE printf('0x%016x', a.handle) END AS handle,
+       a.kind,
+       CASE a.state
+           WHEN 0 THEN 'valid'
+           WHEN 1 THEN 'collectable'
+           WHEN 2 THEN 'pending_free'
+           ELSE 'pending_alloc'
+       END AS state,
+       a.offset,
+       a.size,
+       a.alignment,
+       a.created_ns,
+       (SELECT p.value FROM string p WHERE p.id = a.provenance) AS provenance,
+       (SELECT lb.value FROM string lb WHERE lb.id = a.label) AS label,
+       a.gc_priority,
+       a.attrs,
+       a.offset + a.size AS end_offset,
+       m.run_id
+FROM allocation_span a
+JOIN memory m ON m.id = a.memory_id
+JOIN run r ON r.id = m.run_id
+JOIN snapshot f ON f.run_id = m.run_id AND f.node = m.node AND f.seq = a.first_seq
+JOIN snapshot l ON l.run_id = m.run_id AND l.node = m.node
+               AND l.seq = coalesce(a.last_seq, (SELECT max(t.seq) FROM snapshot t WHERE t.run_id = m.run_id AND t.node = m.node));
+
 CREATE INDEX allocation_span_by_state ON allocation_span (
     CASE state WHEN 0 THEN 'valid' WHEN 1 THEN 'collectable' WHEN 2 THEN 'pending_free' ELSE 'pending_alloc' END
 );
@@ -95,6 +173,8 @@ INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES
     ('allocation_span', 'allocation_span', '10000000 50000 10000 100 1'),
     ('allocation_span', 'allocation_span_by_uid', '10000000 2'),
     ('allocation_span', 'allocation_span_by_state', '10000000 2500000'),
+    ('allocation_span', 'allocation_span_by_kind', '10000000 1000000'),
+    ('snapshot', 'snapshot_by_node_seq', '1000 1000 1000 1 1 1 1'),
     ('hole_span', 'hole_span_by_offset', '10000000 50000 2'),
     ('hole_span', 'hole_span', '10000000 50000 10000 100 1'),
     ('snapshot', 'sqlite_autoindex_snapshot_1', '1000 1000 1000 1'),

@@ -42,7 +42,7 @@ lives AS (
 )
 SELECT v.node,
        printf('0x%016x', v.uid) AS uid,
-       k.value AS kind,
+       v.kind,
        p.value AS provenance,
        v.size,
        v.first_seq,
@@ -52,7 +52,6 @@ SELECT v.node,
 FROM lives v
 JOIN snapshot f ON f.run_id = v.run_id AND f.node = v.node AND f.seq = v.first_seq
 JOIN snapshot l ON l.run_id = v.run_id AND l.node = v.node AND l.seq = v.last_seq
-JOIN string k ON k.id = v.kind
 LEFT JOIN string p ON p.id = v.provenance
 ORDER BY v.snapshots DESC, lifetime_s DESC, v.node, uid
 LIMIT :top;

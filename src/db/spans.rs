@@ -273,8 +273,11 @@ pub struct AllocationAttrs {
 /// Allocation spans, keyed by (memory id, uid).
 pub struct AllocationSpans;
 
-const ALLOCATION_COLUMNS: &str =
-    "memory_id, uid, first_seq, last_seq, offset, size, state, kind, handle, alignment, created_ns, provenance, label, gc_priority, attrs";
+/// The stored columns, in [`allocation_row`]'s order. The table keeps the kind as text (so that
+/// the views can give rows in kind order, see migrations/V4__flat_views.sql); spans in memory
+/// carry its string id like every other text, so it is looked up both ways here.
+const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
+     (SELECT k.id FROM string k WHERE k.value = allocation_span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
 
 fn allocation_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<AllocationAttrs>)> {
     Ok((
@@ -368,7 +371,7 @@ impl SpanTable for AllocationSpans {
         let mut insert = conn.prepare_cached(
             "INSERT INTO allocation_span (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
                                           created_ns, provenance, label, gc_priority, attrs)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?;
         for change in changes {
             match change {

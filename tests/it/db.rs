@@ -232,3 +232,28 @@ fn a_killed_import_leaves_only_whole_dumps() {
     import(&db, &[&folder], 0);
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), written.dumps as i64 + 1);
 }
+
+/// Spans land all over their tables and indexes as they close, which leaves B-tree pages part
+/// full; a first (bulk) import rewrites the file compactly when it is done, so rewriting it again
+/// gains next to nothing. An import that adds little to a big file does not rewrite it.
+#[test]
+fn a_bulk_import_leaves_the_file_compact_and_a_small_one_leaves_it_be() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("run");
+    let config = memstate::sim::Config { steps: 800, gpus_per_node: 4, continue_after_oom: true, ..Default::default() };
+    memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&folder], 0);
+    let size = std::fs::metadata(&db).unwrap().len();
+    assert!(size > 2 << 20, "the run is too small to tell ({size} bytes)");
+    let copy = dir.path().join("copy.db");
+    std::fs::copy(&db, &copy).unwrap();
+    Connection::open(&copy).unwrap().execute_batch("VACUUM").unwrap();
+    let rewritten = std::fs::metadata(&copy).unwrap().len();
+    assert!(rewritten * 100 >= size * 98, "the import left {size} bytes that a rewrite makes {rewritten}");
+    // One more small dump: the file is not rewritten (its inode's pages stay where they were).
+    let before = std::fs::metadata(&db).unwrap();
+    import(&db, &[&data("small.json")], 0);
+    let after = std::fs::metadata(&db).unwrap();
+    assert!(after.len() >= before.len(), "a small import rewrote the file ({} -> {} bytes)", before.len(), after.len());
+}
