@@ -70,21 +70,26 @@ fn canonical(value: &Value) -> String {
     format!("0x{number:016x}")
 }
 
-/// The free ranges of a memory: its listed holes, else the gaps no allocation covers.
-fn free_ranges(memory: &Value) -> Vec<(u64, u64)> {
-    if let Some(listed) = memory["holes"].as_array() {
-        return listed.iter().map(|hole| (hole["offset"].as_u64().unwrap(), hole["size"].as_u64().unwrap())).collect();
-    }
-    let mut taken: Vec<(u64, u64)> = memory["allocations"]
+/// The byte ranges `[start, end)` of a memory's allocations, by start.
+fn taken(memory: &Value) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = memory["allocations"]
         .as_array()
         .unwrap()
         .iter()
         .map(|a| (a["offset"].as_u64().unwrap(), a["offset"].as_u64().unwrap() + a["size"].as_u64().unwrap()))
         .collect();
-    taken.sort();
+    ranges.sort();
+    ranges
+}
+
+/// The free ranges of a memory: its listed holes, else the gaps no allocation covers.
+fn free_ranges(memory: &Value) -> Vec<(u64, u64)> {
+    if let Some(listed) = memory["holes"].as_array() {
+        return listed.iter().map(|hole| (hole["offset"].as_u64().unwrap(), hole["size"].as_u64().unwrap())).collect();
+    }
     let mut gaps = Vec::new();
     let mut at = 0;
-    for (start, end) in taken {
+    for (start, end) in taken(memory) {
         if start > at {
             gaps.push((at, start - at));
         }
@@ -99,15 +104,8 @@ fn free_ranges(memory: &Value) -> Vec<(u64, u64)> {
 
 /// Bytes covered by the allocations, overlapping bytes once.
 fn used_bytes(memory: &Value) -> u64 {
-    let mut ranges: Vec<(u64, u64)> = memory["allocations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| (a["offset"].as_u64().unwrap(), a["offset"].as_u64().unwrap() + a["size"].as_u64().unwrap()))
-        .collect();
-    ranges.sort();
     let (mut used, mut at) = (0, 0);
-    for (start, end) in ranges {
+    for (start, end) in taken(memory) {
         let start = start.max(at);
         if end > start {
             used += end - start;
