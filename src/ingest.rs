@@ -195,31 +195,37 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     let reading = Arc::clone(&window);
     threads.push(thread::spawn(move || {
         let mut index = 0u64;
-        // Each record enters the window (waiting while it is full) before the next is read.
+        // Room in the window is taken (waiting while it is full) before a record is read, not
+        // after, so that a record waiting for room is not already held in memory: `room` takes
+        // it, `send` uses the room taken.
+        let room = || reading.enter();
         let mut send = |job: Job| -> bool {
-            if !reading.enter() || job_sender.send((index, job)).is_err() {
+            if job_sender.send((index, job)).is_err() {
                 return false;
             }
             index += 1;
             true
         };
         for input in &expanded.inputs {
+            // On `true`, room is held for the input's end marker.
             let outcome = catch_unwind(AssertUnwindSafe(|| -> bool {
-                match read::open(input, limits) {
-                    Err(error) => send(Job::Ready(Item::Refused(error))),
-                    Ok(records) => {
-                        for record in records {
-                            let job = match record {
-                                Err(error) => Job::Ready(Item::Refused(error)),
-                                Ok(record) => Job::Parse { source: record.source, text: record.text },
-                            };
-                            if !send(job) {
-                                return false;
-                            }
-                        }
-                        true
+                if !room() {
+                    return false;
+                }
+                let records = match read::open(input, limits) {
+                    Err(error) => return send(Job::Ready(Item::Refused(error))) && room(),
+                    Ok(records) => records,
+                };
+                for record in records {
+                    let job = match record {
+                        Err(error) => Job::Ready(Item::Refused(error)),
+                        Ok(record) => Job::Parse { source: record.source, text: record.text },
+                    };
+                    if !send(job) || !room() {
+                        return false;
                     }
                 }
+                true
             }));
             let going_on = match outcome {
                 Ok(going_on) => going_on,

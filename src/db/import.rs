@@ -65,19 +65,14 @@ pub(super) fn size_bits(size: u64) -> i64 {
 
 /// A stored allocation's attributes, its texts given as string ids.
 pub(super) fn allocation_attrs(allocation: &Allocation, kind: i64, provenance: Option<i64>, label: Option<i64>) -> AllocationAttrs {
-    AllocationAttrs {
-        offset: size_bits(allocation.offset),
-        size: size_bits(allocation.size),
-        state: allocation.state.code(),
+    AllocationAttrs::new(
+        size_bits(allocation.offset),
+        size_bits(allocation.size),
+        allocation.state.code() as u8, // 0 to 3
         kind,
-        handle: allocation.handle.map(id_bits),
-        alignment: allocation.alignment.map(size_bits),
-        created_ns: allocation.created_ns,
-        provenance,
-        label,
-        gc_priority: allocation.gc_priority,
-        attrs: allocation.attrs.clone(),
-    }
+        [allocation.handle.map(id_bits), allocation.alignment.map(size_bits), allocation.created_ns, provenance, label, allocation.gc_priority],
+        allocation.attrs.clone(),
+    )
 }
 
 /// A memory's stored figures at a snapshot, in the order of `memory_state`'s columns after its

@@ -254,20 +254,56 @@ pub trait SpanTable {
     fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()>;
 }
 
-/// The attributes an allocation span keeps, as stored (strings as string ids).
+/// The attributes an allocation span keeps, as stored (strings as string ids). The importer
+/// holds one per live allocation of a node (twice while a dump is planned), so the optional
+/// integers are packed: a presence bit each and the values, 104 bytes instead of 152.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AllocationAttrs {
     pub offset: i64,
     pub size: i64,
-    pub state: i64,
     pub kind: i64,
-    pub handle: Option<i64>,
-    pub alignment: Option<i64>,
-    pub created_ns: Option<i64>,
-    pub provenance: Option<i64>,
-    pub label: Option<i64>,
-    pub gc_priority: Option<i64>,
+    pub state: u8,
+    present: u8,
+    /// handle, alignment, created_ns, provenance, label, gc_priority; 0 where absent.
+    optional: [i64; 6],
     pub attrs: Option<String>,
+}
+
+impl AllocationAttrs {
+    /// `optional`: handle, alignment, created_ns, provenance, label, gc_priority.
+    pub fn new(offset: i64, size: i64, state: u8, kind: i64, optional: [Option<i64>; 6], attrs: Option<String>) -> Self {
+        let mut present = 0u8;
+        let mut values = [0i64; 6];
+        for (index, value) in optional.iter().enumerate() {
+            if let Some(value) = value {
+                present |= 1 << index;
+                values[index] = *value;
+            }
+        }
+        AllocationAttrs { offset, size, kind, state, present, optional: values, attrs }
+    }
+
+    fn get(&self, index: usize) -> Option<i64> {
+        (self.present & (1 << index) != 0).then(|| self.optional[index])
+    }
+    pub fn handle(&self) -> Option<i64> {
+        self.get(0)
+    }
+    pub fn alignment(&self) -> Option<i64> {
+        self.get(1)
+    }
+    pub fn created_ns(&self) -> Option<i64> {
+        self.get(2)
+    }
+    pub fn provenance(&self) -> Option<i64> {
+        self.get(3)
+    }
+    pub fn label(&self) -> Option<i64> {
+        self.get(4)
+    }
+    pub fn gc_priority(&self) -> Option<i64> {
+        self.get(5)
+    }
 }
 
 /// Allocation spans, keyed by (memory id, uid).
@@ -285,19 +321,14 @@ fn allocation_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<All
         Span {
             first: row.get(2)?,
             last: row.get(3)?,
-            attrs: AllocationAttrs {
-                offset: row.get(4)?,
-                size: row.get(5)?,
-                state: row.get(6)?,
-                kind: row.get(7)?,
-                handle: row.get(8)?,
-                alignment: row.get(9)?,
-                created_ns: row.get(10)?,
-                provenance: row.get(11)?,
-                label: row.get(12)?,
-                gc_priority: row.get(13)?,
-                attrs: row.get(14)?,
-            },
+            attrs: AllocationAttrs::new(
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                [row.get(8)?, row.get(9)?, row.get(10)?, row.get(11)?, row.get(12)?, row.get(13)?],
+                row.get(14)?,
+            ),
         },
     ))
 }
@@ -390,12 +421,12 @@ impl SpanTable for AllocationSpans {
                         a.size,
                         a.state,
                         a.kind,
-                        a.handle,
-                        a.alignment,
-                        a.created_ns,
-                        a.provenance,
-                        a.label,
-                        a.gc_priority,
+                        a.handle(),
+                        a.alignment(),
+                        a.created_ns(),
+                        a.provenance(),
+                        a.label(),
+                        a.gc_priority(),
                         a.attrs,
                     ])?;
                 }
@@ -452,6 +483,23 @@ impl SpanTable for HoleSpans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_attributes_keep_absent_apart_from_zero() {
+        let with = |optional| AllocationAttrs::new(0, 1, 2, 3, optional, None);
+        let absent = with([None; 6]);
+        let zeros = with([Some(0); 6]);
+        assert_ne!(absent, zeros);
+        assert_eq!(absent.handle(), None);
+        assert_eq!(zeros.gc_priority(), Some(0));
+        let mixed = with([Some(-1), None, Some(i64::MIN), Some(7), None, Some(i64::MAX)]);
+        assert_eq!(
+            [mixed.handle(), mixed.alignment(), mixed.created_ns(), mixed.provenance(), mixed.label(), mixed.gc_priority()],
+            [Some(-1), None, Some(i64::MIN), Some(7), None, Some(i64::MAX)]
+        );
+        assert_eq!(mixed, with([Some(-1), None, Some(i64::MIN), Some(7), None, Some(i64::MAX)]));
+        assert_ne!(mixed, with([Some(-1), Some(0), Some(i64::MIN), Some(7), None, Some(i64::MAX)]));
+    }
 
     #[test]
     fn levels_and_reaches_cover_every_length() {
