@@ -104,6 +104,11 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 fn check_header(path: &Path) -> Result<()> {
     use std::io::Read;
     let display = path.display().to_string();
+    // Look before opening: opening a FIFO waits for a writer, forever.
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => return Err(Error::database(display, "not a regular file (a FIFO, socket, device or folder); name a database file")),
+        _ => {}
+    }
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -257,3 +257,18 @@ fn a_bulk_import_leaves_the_file_compact_and_a_small_one_leaves_it_be() {
     let after = std::fs::metadata(&db).unwrap();
     assert!(after.len() >= before.len(), "a small import rewrote the file ({} -> {} bytes)", before.len(), after.len());
 }
+
+/// A `--db` that names a FIFO (or another file that is not a regular one) is refused at once:
+/// opening a FIFO would wait for a writer forever.
+#[test]
+fn a_db_that_is_a_fifo_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("db.fifo");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    for args in [&["snapshots"][..], &["sql", "SELECT 1"], &["import", data("small.json").to_str().unwrap()]] {
+        let output = memstate().arg("--db").arg(&fifo).args(args).timeout(std::time::Duration::from_secs(20)).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        assert!(String::from_utf8_lossy(&output.stderr).contains("not a regular file"), "{args:?}");
+    }
+}
