@@ -36,11 +36,8 @@ pub fn run(db_path: &Path, args: &DiffArgs) -> Result<u8> {
     let conn = &database.conn;
     let before = select::one_snapshot(conn, &args.before)?;
     let after = select::one_snapshot(conn, &args.after)?;
-    // Two snapshots of one node share what is unchanged between them; leave that out of both.
-    let (before_node, after_node) = (load::snapshot_node(conn, before)?, load::snapshot_node(conn, after)?);
-    let same_node = before_node.0 == after_node.0 && before_node.1 == after_node.1;
-    let (before_shared, after_shared) = if same_node { (Some(after_node.2), Some(before_node.2)) } else { (None, None) };
-    let changes = analysis::diff(&load::placed(conn, before, before_shared)?, &load::placed(conn, after, after_shared)?);
+    // What the two snapshots share unchanged cannot differ: each side leaves it out.
+    let changes = analysis::diff(&load::placed(conn, before, Some(after))?, &load::placed(conn, after, Some(before))?);
     let report = Report::table(change_table(&changes))
         .when_empty(format!("no allocation appeared, disappeared or changed between snapshots {before} and {after}"));
     Printer::new(&args.output).print(&report)?;

@@ -126,26 +126,25 @@ pub fn failed_requests(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Re
     Ok(requests)
 }
 
-/// A snapshot's (run, node, seq).
-pub fn snapshot_node(conn: &Connection, snapshot_id: i64) -> Result<(String, i64, i64)> {
-    conn.query_row("SELECT run, node, seq FROM snapshots WHERE snapshot_id = ?1", [snapshot_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-        .map_err(query_error)
-}
-
-/// A snapshot's allocations with their memory's handle (what a diff compares). With
-/// `unchanged_at`, the seq of another snapshot of the same node, the allocations present and
-/// unchanged in both are left out (their stretch of unchanged snapshots holds both): they cannot
-/// differ, and a diff of two snapshots of a big run then reads what changed, not everything.
-pub fn placed(conn: &Connection, snapshot_id: i64, unchanged_at: Option<i64>) -> Result<Vec<Placed>> {
+/// A snapshot's allocations with their memory's handle (what a diff compares). With `other`,
+/// a snapshot of the same node, the allocations present and unchanged in both are left out
+/// (their stretch of unchanged snapshots holds both): they cannot differ, and a diff of two
+/// snapshots of a big run then reads what changed, not everything. A snapshot of another node
+/// shares nothing, and leaves everything in.
+pub fn placed(conn: &Connection, snapshot_id: i64, other: Option<i64>) -> Result<Vec<Placed>> {
     let mut statement = conn
         .prepare(
-            "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance
+            "WITH shared AS MATERIALIZED (
+                 SELECT o.seq FROM snapshots s JOIN snapshots o ON o.run_id = s.run_id AND o.node = s.node
+                 WHERE s.snapshot_id = ?1 AND o.snapshot_id = ?2)
+             SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance
              FROM allocations a JOIN memories m ON m.memory_id = a.memory_id
-             WHERE a.snapshot_id = ?1 AND NOT (?2 IS NOT NULL AND a.span_first_seq <= ?2 AND ?2 <= a.span_last_seq)",
+             WHERE a.snapshot_id = ?1
+               AND NOT EXISTS (SELECT 1 FROM shared WHERE a.span_first_seq <= shared.seq AND shared.seq <= a.span_last_seq)",
         )
         .map_err(query_error)?;
     let rows = statement
-        .query_map(rusqlite::params![snapshot_id, unchanged_at], |row| {
+        .query_map(rusqlite::params![snapshot_id, other], |row| {
             Ok(Placed {
                 handle: row.get(0)?,
                 allocation: AllocationInfo {
