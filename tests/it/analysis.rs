@@ -2,7 +2,7 @@
 //! small.expected.md states them), the golden run's OOM and diff worked out by hand, the other
 //! commands as a user runs them, and the demo.
 
-use crate::common::{data, import, json_of, memstate, text_of};
+use crate::common::{simulated_db, data, import, json_of, memstate, text_of};
 
 #[test]
 fn the_example_oom_is_fragmentation_not_solved_by_collection_blocked_by_one_future() {
@@ -169,11 +169,7 @@ fn the_demo_runs_and_shows_the_oom() {
 #[test]
 fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("run");
-    let config = memstate::sim::Config { steps: 120, dump_every: 5, continue_after_oom: true, ..Default::default() };
-    memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
-    let db = dir.path().join("t.db");
-    import(&db, &[&folder], 0);
+    let db = simulated_db(dir.path(), &memstate::sim::Config { steps: 120, dump_every: 5, continue_after_oom: true, ..Default::default() });
     let database = memstate::db::open_read_only(&db).unwrap();
     let conn = &database.conn;
     let ids: Vec<i64> = conn

@@ -140,3 +140,13 @@ pub fn text_of(db: &Path, args: &[&str]) -> String {
     assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
 }
+
+/// Simulate a run into `dir/run` and import it into `dir/t.db` (which must succeed); returns the
+/// database.
+pub fn simulated_db(dir: &Path, config: &memstate::sim::Config) -> PathBuf {
+    let folder = dir.join("run");
+    memstate::sim::simulate(config, &folder, &mut |_| {}).expect("simulate");
+    let db = dir.join("t.db");
+    import(&db, &[&folder], 0);
+    db
+}

@@ -6,7 +6,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::common::{contents, data, import, memstate, scalar, set, small, write_json};
+use crate::common::{simulated_db, contents, data, import, memstate, scalar, set, small, write_json};
 
 fn bytes_of(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
@@ -239,11 +239,7 @@ fn a_killed_import_leaves_only_whole_dumps() {
 #[test]
 fn a_bulk_import_leaves_the_file_compact_and_a_small_one_leaves_it_be() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("run");
-    let config = memstate::sim::Config { steps: 800, gpus_per_node: 4, continue_after_oom: true, ..Default::default() };
-    memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
-    let db = dir.path().join("t.db");
-    import(&db, &[&folder], 0);
+    let db = simulated_db(dir.path(), &memstate::sim::Config { steps: 800, gpus_per_node: 4, continue_after_oom: true, ..Default::default() });
     let size = std::fs::metadata(&db).unwrap().len();
     assert!(size > 2 << 20, "the run is too small to tell ({size} bytes)");
     let copy = dir.path().join("copy.db");
