@@ -10,7 +10,11 @@ use std::process::Command;
 fn commit() -> Option<String> {
     let git = |args: &[&str]| -> Option<String> {
         let output = Command::new("git").args(args).output().ok()?;
-        output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_string()).filter(|text| !text.is_empty())
+        output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+            .filter(|text| !text.is_empty())
     };
     let hash = git(&["rev-parse", "--short=12", "HEAD"])?;
     let date = git(&["show", "-s", "--format=%cs", "HEAD"]).unwrap_or_default();
@@ -26,7 +30,10 @@ fn main() {
     let head = Path::new(&root).join(".git/HEAD");
     if head.exists() {
         println!("cargo:rerun-if-changed=.git/HEAD");
-        if let Some(branch) = fs::read_to_string(&head).ok().and_then(|text| text.strip_prefix("ref: ").map(|name| name.trim().to_string())) {
+        if let Some(branch) = fs::read_to_string(&head).ok().and_then(|text| {
+            text.strip_prefix("ref: ")
+                .map(|name| name.trim().to_string())
+        }) {
             println!("cargo:rerun-if-changed=.git/{branch}");
         }
     }
@@ -48,7 +55,11 @@ fn main() {
     for name in names {
         let path = folder.join(&name);
         println!("cargo:rerun-if-changed={}", path.display());
-        code.push_str(&format!("    ({:?}, include_str!({:?})),\n", name.trim_end_matches(".sql"), path.display().to_string()));
+        code.push_str(&format!(
+            "    ({:?}, include_str!({:?})),\n",
+            name.trim_end_matches(".sql"),
+            path.display().to_string()
+        ));
     }
     code.push_str("];\n");
     let out = Path::new(&std::env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("queries.rs");

@@ -9,7 +9,10 @@ use std::time::Instant;
 use serde_json::json;
 
 fn main() {
-    let count: u64 = std::env::var("MEMSTATE_BENCH_ALLOCS").ok().and_then(|value| value.parse().ok()).unwrap_or(50_000);
+    let count: u64 = std::env::var("MEMSTATE_BENCH_ALLOCS")
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(50_000);
     let dir = tempfile::tempdir().expect("bench: temp dir");
     let allocations: Vec<serde_json::Value> = (0..count)
         .map(|index| {
@@ -27,7 +30,13 @@ fn main() {
     std::fs::write(&file, dump.to_string()).expect("bench: write dump");
     let db_path = dir.path().join("map.db");
     let mut database = memstate::db::open(&db_path).expect("bench: open db");
-    let summary = memstate::ingest::import(&mut database, &[file.display().to_string()], Default::default(), &mut |_| {}).expect("bench: import");
+    let summary = memstate::ingest::import(
+        &mut database,
+        &[file.display().to_string()],
+        Default::default(),
+        &mut |_| {},
+    )
+    .expect("bench: import");
     assert_eq!(summary.refused, 0, "bench: the generated dump is valid");
     drop(database);
     let mut times = Vec::new();
@@ -35,10 +44,17 @@ fn main() {
     for _ in 0..5 {
         let started = Instant::now();
         let database = memstate::db::open_read_only(&db_path).expect("bench: open read-only");
-        let snapshot = memstate::query::select::snapshot_ids(&database.conn, "latest").expect("bench: snapshot")[0];
-        let memory = memstate::query::select::memory_ids(&database.conn, snapshot, None).expect("bench: memory")[0];
-        let layout = memstate::query::load::layout(&database.conn, snapshot, memory).expect("bench: layout");
-        let frames = [memstate::viz::html::Frame { snapshot_id: snapshot, label: "bench".into(), layouts: vec![layout] }];
+        let snapshot = memstate::query::select::snapshot_ids(&database.conn, "latest")
+            .expect("bench: snapshot")[0];
+        let memory = memstate::query::select::memory_ids(&database.conn, snapshot, None)
+            .expect("bench: memory")[0];
+        let layout =
+            memstate::query::load::layout(&database.conn, snapshot, memory).expect("bench: layout");
+        let frames = [memstate::viz::html::Frame {
+            snapshot_id: snapshot,
+            label: "bench".into(),
+            layouts: vec![layout],
+        }];
         let page = memstate::viz::html::render_frames("bench", &frames);
         std::fs::write(dir.path().join("map.html"), &page).expect("bench: write page");
         times.push(started.elapsed().as_secs_f64());
@@ -60,7 +76,9 @@ fn main() {
 fn history(dir: &std::path::Path) {
     let mut lines = String::new();
     for seq in 0..1000u64 {
-        let mut allocations = vec![json!({"uid": 1, "kind": "instance", "state": "valid", "offset": 512u64 << 20, "size": 16u64 << 20})];
+        let mut allocations = vec![
+            json!({"uid": 1, "kind": "instance", "state": "valid", "offset": 512u64 << 20, "size": 16u64 << 20}),
+        ];
         for slot in 0..50u64 {
             allocations.push(json!({"uid": 2 + seq * 50 + slot, "kind": "deferred_buffer", "state": if slot % 3 == 0 { "collectable" } else { "valid" },
                                     "offset": slot * (8u64 << 20), "size": 4u64 << 20, "provenance": format!("step.py:{slot}")}));
@@ -75,7 +93,13 @@ fn history(dir: &std::path::Path) {
     std::fs::write(&file, lines).expect("bench: write run");
     let db_path = dir.join("history.db");
     let mut database = memstate::db::open(&db_path).expect("bench: open db");
-    let summary = memstate::ingest::import(&mut database, &[file.display().to_string()], Default::default(), &mut |_| {}).expect("bench: import");
+    let summary = memstate::ingest::import(
+        &mut database,
+        &[file.display().to_string()],
+        Default::default(),
+        &mut |_| {},
+    )
+    .expect("bench: import");
     assert_eq!(summary.refused, 0, "bench: the generated run is valid");
     drop(database);
     let mut times = Vec::new();
@@ -83,10 +107,18 @@ fn history(dir: &std::path::Path) {
     for _ in 0..5 {
         let started = Instant::now();
         let database = memstate::db::open_read_only(&db_path).expect("bench: open read-only");
-        let memory = memstate::query::select::memory_ids(&database.conn, 1, None).expect("bench: memory")[0];
-        let history = memstate::query::load::history(&database.conn, memory).expect("bench: history");
+        let memory =
+            memstate::query::select::memory_ids(&database.conn, 1, None).expect("bench: memory")[0];
+        let history =
+            memstate::query::load::history(&database.conn, memory).expect("bench: history");
         spans = history.spans.len();
-        let page = memstate::viz::html::render(&memstate::viz::html::Page { title: "bench", frames: &[], marked: &[], histories: &[history], focus: None });
+        let page = memstate::viz::html::render(&memstate::viz::html::Page {
+            title: "bench",
+            frames: &[],
+            marked: &[],
+            histories: &[history],
+            focus: None,
+        });
         std::fs::write(dir.join("history.html"), &page).expect("bench: write page");
         times.push(started.elapsed().as_secs_f64());
         bytes = page.len();

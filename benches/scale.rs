@@ -30,11 +30,20 @@ use rusqlite::{params, Connection};
 use serde::Deserialize;
 
 fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
 }
 
 const BINARY: &str = env!("CARGO_BIN_EXE_memstate");
-const KINDS: [&str; 5] = ["instance", "deferred_buffer", "future", "instance", "instance"];
+const KINDS: [&str; 5] = [
+    "instance",
+    "deferred_buffer",
+    "future",
+    "instance",
+    "instance",
+];
 
 /// One live allocation of the generator.
 #[derive(Clone)]
@@ -67,7 +76,11 @@ fn generate_steady(folder: &Path, run: &str, dumps: usize, allocations: usize, c
                 uid: next_uid,
                 handle: 0x4000_0000_0000_0000 | random.below(1 << 20),
                 kind: KINDS[random.below(5) as usize],
-                state: if random.chance(0.8) { "valid" } else { "collectable" },
+                state: if random.chance(0.8) {
+                    "valid"
+                } else {
+                    "collectable"
+                },
                 offset,
                 size,
                 created_ns: 0,
@@ -96,14 +109,19 @@ fn generate_steady(folder: &Path, run: &str, dumps: usize, allocations: usize, c
                             let mut placed = None;
                             for _ in 0..8 {
                                 let index = random.below(live.len() as u64) as usize;
-                                let start = if index == 0 { 0 } else { live[index - 1].offset + live[index - 1].size };
+                                let start = if index == 0 {
+                                    0
+                                } else {
+                                    live[index - 1].offset + live[index - 1].size
+                                };
                                 if live[index].offset >= start + size {
                                     placed = Some((index, start));
                                     break;
                                 }
                             }
                             let (index, offset) = placed.unwrap_or_else(|| {
-                                let end = live.last().map(|last| last.offset + last.size).unwrap_or(0);
+                                let end =
+                                    live.last().map(|last| last.offset + last.size).unwrap_or(0);
                                 (live.len(), end + 256 * random.below(4))
                             });
                             live.insert(
@@ -161,7 +179,9 @@ fn generate_steady(folder: &Path, run: &str, dumps: usize, allocations: usize, c
         text.push_str("]}\n");
         total += rows as u64;
         let path = folder.join(format!("dump-{seq:05}.json"));
-        fs::File::create(&path).and_then(|mut file| file.write_all(text.as_bytes())).expect("bench: write dump");
+        fs::File::create(&path)
+            .and_then(|mut file| file.write_all(text.as_bytes()))
+            .expect("bench: write dump");
     }
     total
 }
@@ -213,7 +233,9 @@ fn naive_import(files: &[PathBuf], database: &Path) -> u64 {
         let transaction = conn.transaction().expect("bench: begin");
         {
             let mut insert = transaction
-                .prepare("INSERT INTO allocation VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)")
+                .prepare(
+                    "INSERT INTO allocation VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                )
                 .expect("bench: prepare");
             for memory in &dump.memories {
                 for allocation in &memory.allocations {
@@ -254,7 +276,12 @@ struct Ran {
 /// runs (wait4's ru_maxrss would include this bench process's memory from before the exec).
 fn run_binary(args: &[String], timeout: Duration) -> Ran {
     let started = Instant::now();
-    let mut child = Command::new(BINARY).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("bench: spawn memstate");
+    let mut child = Command::new(BINARY)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bench: spawn memstate");
     let status_file = format!("/proc/{}/status", child.id());
     let read_all = |pipe: Option<Box<dyn std::io::Read + Send>>| {
         std::thread::spawn(move || {
@@ -265,13 +292,33 @@ fn run_binary(args: &[String], timeout: Duration) -> Ran {
             text
         })
     };
-    let stdout = read_all(child.stdout.take().map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>));
-    let stderr = read_all(child.stderr.take().map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>));
+    let stdout = read_all(
+        child
+            .stdout
+            .take()
+            .map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>),
+    );
+    let stderr = read_all(
+        child
+            .stderr
+            .take()
+            .map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>),
+    );
     let mut peak_kib = 0u64;
     let mut timed_out = false;
     let status = loop {
         if let Ok(text) = fs::read_to_string(&status_file) {
-            if let Some(kib) = text.lines().find_map(|line| line.strip_prefix("VmHWM:")).and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok()) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+            {
                 peak_kib = peak_kib.max(kib);
             }
         }
@@ -293,7 +340,13 @@ fn run_binary(args: &[String], timeout: Duration) -> Ran {
     if !ok && !timed_out {
         eprintln!("bench: memstate {} failed: {stderr}", args.join(" "));
     }
-    Ran { seconds, peak_mib: peak_kib as f64 / 1024.0, ok, stdout, timed_out }
+    Ran {
+        seconds,
+        peak_mib: peak_kib as f64 / 1024.0,
+        ok,
+        stdout,
+        timed_out,
+    }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -302,7 +355,14 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn database_bytes(path: &Path) -> u64 {
-    ["", "-wal"].iter().map(|suffix| fs::metadata(format!("{}{suffix}", path.display())).map(|meta| meta.len()).unwrap_or(0)).sum()
+    ["", "-wal"]
+        .iter()
+        .map(|suffix| {
+            fs::metadata(format!("{}{suffix}", path.display()))
+                .map(|meta| meta.len())
+                .unwrap_or(0)
+        })
+        .sum()
 }
 
 fn remove_database(path: &Path) {
@@ -316,7 +376,12 @@ fn strings(args: &[&str]) -> Vec<String> {
 }
 
 /// Time one question: the median of `repeat` runs, as text and seconds (None when it failed or was given up).
-fn time_question(db: &Path, args: &[String], repeat: usize, timeout: Duration) -> (String, Option<f64>) {
+fn time_question(
+    db: &Path,
+    args: &[String],
+    repeat: usize,
+    timeout: Duration,
+) -> (String, Option<f64>) {
     let mut all = vec!["--db".to_string(), db.display().to_string()];
     all.extend(args.iter().cloned());
     let mut times = Vec::new();
@@ -331,12 +396,34 @@ fn time_question(db: &Path, args: &[String], repeat: usize, timeout: Duration) -
         times.push(ran.seconds);
     }
     let seconds = median(times);
-    (if seconds < 1.0 { format!("{:.1} ms", seconds * 1000.0) } else { format!("{seconds:.2} s") }, Some(seconds))
+    (
+        if seconds < 1.0 {
+            format!("{:.1} ms", seconds * 1000.0)
+        } else {
+            format!("{seconds:.2} s")
+        },
+        Some(seconds),
+    )
 }
 
 fn scalar(db: &Path, sql: &str) -> String {
-    let ran = run_binary(&[ "--db".to_string(), db.display().to_string(), "sql".into(), "--format".into(), "csv".into(), sql.to_string()], Duration::from_secs(600));
-    ran.stdout.lines().nth(1).unwrap_or_default().trim().to_string()
+    let ran = run_binary(
+        &[
+            "--db".to_string(),
+            db.display().to_string(),
+            "sql".into(),
+            "--format".into(),
+            "csv".into(),
+            sql.to_string(),
+        ],
+        Duration::from_secs(600),
+    );
+    ran.stdout
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// Print one figure next to its target.
@@ -350,16 +437,35 @@ fn report(name: &str, value: &str, target: &str, met: Option<bool>) {
 }
 
 fn questions(db: &Path, run: &str, repeat: usize, timeout: Duration, out_dir: &Path) {
-    let first = scalar(db, &format!("SELECT min(snapshot_id) FROM snapshots WHERE run = '{run}'"));
-    let last = scalar(db, &format!("SELECT max(snapshot_id) FROM snapshots WHERE run = '{run}'"));
+    let first = scalar(
+        db,
+        &format!("SELECT min(snapshot_id) FROM snapshots WHERE run = '{run}'"),
+    );
+    let last = scalar(
+        db,
+        &format!("SELECT max(snapshot_id) FROM snapshots WHERE run = '{run}'"),
+    );
     let middle = scalar(db, &format!("SELECT snapshot_id FROM snapshots WHERE run = '{run}' ORDER BY node, seq LIMIT 1 OFFSET (SELECT count(*) / 2 FROM snapshots WHERE run = '{run}')"));
-    let memory = scalar(db, &format!("SELECT memory_id FROM memories WHERE run = '{run}' ORDER BY memory_id LIMIT 1"));
-    let handle = scalar(db, &format!("SELECT handle FROM memories WHERE memory_id = {memory}"));
+    let memory = scalar(
+        db,
+        &format!("SELECT memory_id FROM memories WHERE run = '{run}' ORDER BY memory_id LIMIT 1"),
+    );
+    let handle = scalar(
+        db,
+        &format!("SELECT handle FROM memories WHERE memory_id = {memory}"),
+    );
     let uid = scalar(db, &format!("SELECT uid FROM allocations WHERE snapshot_id = {middle} ORDER BY uid LIMIT 1 OFFSET 7"));
     let map = out_dir.join("map.html").display().to_string();
     // Issue 8 set its per-snapshot targets (50 ms, 0.5 s) for 60,000 allocations in a snapshot;
     // those scale with the allocations a snapshot holds (issue 16's runs hold up to 200,000).
-    let per_snapshot = (scalar(db, &format!("SELECT count(*) FROM allocations WHERE snapshot_id = {middle}")).parse::<f64>().unwrap_or(0.0) / 60_000.0).max(1.0);
+    let per_snapshot = (scalar(
+        db,
+        &format!("SELECT count(*) FROM allocations WHERE snapshot_id = {middle}"),
+    )
+    .parse::<f64>()
+    .unwrap_or(0.0)
+        / 60_000.0)
+        .max(1.0);
     let cases: Vec<(String, Vec<String>, f64, String)> = vec![
         ("one snapshot grouped by kind (allocations --by)".into(), strings(&["allocations", "--snapshot", &middle, "--by", "kind"]), 0.05 * per_snapshot, format!("{:.0} ms", 50.0 * per_snapshot)),
         ("one snapshot by kind (sql on the view)".into(), strings(&["sql", &format!("SELECT kind, count(*), sum(size) FROM allocations WHERE snapshot_id = {middle} GROUP BY kind")]), 0.05 * per_snapshot, format!("{:.0} ms", 50.0 * per_snapshot)),
@@ -383,7 +489,12 @@ fn questions(db: &Path, run: &str, repeat: usize, timeout: Duration, out_dir: &P
     ];
     for (name, args, target, shown) in cases {
         let (value, seconds) = time_question(db, &args, repeat, timeout);
-        report(&name, &value, &shown, Some(seconds.is_some_and(|seconds| seconds <= target)));
+        report(
+            &name,
+            &value,
+            &shown,
+            Some(seconds.is_some_and(|seconds| seconds <= target)),
+        );
     }
 }
 
@@ -422,7 +533,14 @@ fn time_in_shell(db: &Path, sql: &str, repeat: usize, timeout: Duration) -> Opti
     let mut times = Vec::new();
     for _ in 0..repeat {
         let started = Instant::now();
-        let mut child = Command::new("sqlite3").arg("-readonly").arg(db).arg(sql).stdout(Stdio::null()).stderr(Stdio::null()).spawn().ok()?;
+        let mut child = Command::new("sqlite3")
+            .arg("-readonly")
+            .arg(db)
+            .arg(sql)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
         let status = loop {
             if let Some(status) = child.try_wait().ok()? {
                 break status;
@@ -455,14 +573,32 @@ fn user_shapes(db: &Path, run: &str, repeat: usize, timeout: Duration) {
     let first = scalar(db, "SELECT min(snapshot_id) FROM snapshots");
     let last = scalar(db, "SELECT max(snapshot_id) FROM snapshots");
     let middle = scalar(db, "SELECT snapshot_id FROM snapshots ORDER BY node, seq LIMIT 1 OFFSET (SELECT count(*) / 2 FROM snapshots)");
-    let seq = scalar(db, &format!("SELECT seq FROM snapshots WHERE snapshot_id = {middle}"));
-    let handle = scalar(db, "SELECT handle FROM memories ORDER BY memory_id LIMIT 1 OFFSET 1");
+    let seq = scalar(
+        db,
+        &format!("SELECT seq FROM snapshots WHERE snapshot_id = {middle}"),
+    );
+    let handle = scalar(
+        db,
+        "SELECT handle FROM memories ORDER BY memory_id LIMIT 1 OFFSET 1",
+    );
     let uid = scalar(db, &format!("SELECT uid FROM allocations WHERE snapshot_id = {middle} ORDER BY uid LIMIT 1 OFFSET 7"));
-    let shell = Command::new("sqlite3").arg("--version").output().ok().filter(|output| output.status.success());
-    let shell_version = shell.map(|output| String::from_utf8_lossy(&output.stdout).split(' ').next().unwrap_or_default().to_string());
+    let shell = Command::new("sqlite3")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|output| output.status.success());
+    let shell_version = shell.map(|output| {
+        String::from_utf8_lossy(&output.stdout)
+            .split(' ')
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    });
     println!(
         "  SQL as users write it: bundled SQLite (memstate sql) | system sqlite3 {}",
-        shell_version.as_deref().unwrap_or("(not installed: skipped)")
+        shell_version
+            .as_deref()
+            .unwrap_or("(not installed: skipped)")
     );
     for (name, target, sql) in USER_SHAPES {
         let sql = sql
@@ -473,21 +609,43 @@ fn user_shapes(db: &Path, run: &str, repeat: usize, timeout: Duration) {
             .replace("{RUN}", run)
             .replace("{HANDLE}", &handle)
             .replace("{UID}", &uid);
-        let (bundled_text, bundled) = time_question(db, &strings(&["sql", "--format", "csv", &sql]), repeat, timeout);
-        let system = shell_version.as_ref().and_then(|_| time_in_shell(db, &sql, repeat, timeout));
+        let (bundled_text, bundled) = time_question(
+            db,
+            &strings(&["sql", "--format", "csv", &sql]),
+            repeat,
+            timeout,
+        );
+        let system = shell_version
+            .as_ref()
+            .and_then(|_| time_in_shell(db, &sql, repeat, timeout));
         let system_text = match (&shell_version, system) {
             (None, _) => "skipped".to_string(),
             (Some(_), None) => "failed".to_string(),
             (Some(_), Some(seconds)) => shown(seconds),
         };
-        let met = bundled.is_some_and(|seconds| seconds <= *target) && (shell_version.is_none() || system.is_some_and(|seconds| seconds <= *target));
-        report(name, &format!("{bundled_text} | {system_text}"), &format!("{target} s"), Some(met));
+        let met = bundled.is_some_and(|seconds| seconds <= *target)
+            && (shell_version.is_none() || system.is_some_and(|seconds| seconds <= *target));
+        report(
+            name,
+            &format!("{bundled_text} | {system_text}"),
+            &format!("{target} s"),
+            Some(met),
+        );
     }
 }
 
 /// Import a folder through the binary; returns (seconds, peak MiB).
 fn import(db: &Path, folder: &Path) -> (f64, f64) {
-    let ran = run_binary(&strings(&["--db", &db.display().to_string(), "import", "--quiet", &folder.display().to_string()]), Duration::from_secs(3600));
+    let ran = run_binary(
+        &strings(&[
+            "--db",
+            &db.display().to_string(),
+            "import",
+            "--quiet",
+            &folder.display().to_string(),
+        ]),
+        Duration::from_secs(3600),
+    );
     assert!(ran.ok, "bench: import of {} failed", folder.display());
     (ran.seconds, ran.peak_mib)
 }
@@ -508,19 +666,37 @@ fn largest_file(folder: &Path) -> u64 {
     largest
 }
 
-fn storage_figures(db: &Path, name: &str, folder: &Path, rows: u64, seconds: f64, peak: f64, byte_target: Option<f64>) {
+fn storage_figures(
+    db: &Path,
+    name: &str,
+    folder: &Path,
+    rows: u64,
+    seconds: f64,
+    peak: f64,
+    byte_target: Option<f64>,
+) {
     let bytes = database_bytes(db);
     let per_row = bytes as f64 / rows as f64;
     let largest = largest_file(folder) as f64 / 1048576.0;
-    println!("{name}: {rows} allocation rows; import {seconds:.2} s ({:.0} rows/s)", rows as f64 / seconds);
+    println!(
+        "{name}: {rows} allocation rows; import {seconds:.2} s ({:.0} rows/s)",
+        rows as f64 / seconds
+    );
     report(
         "database bytes per allocation row",
         &format!("{per_row:.2} B ({:.1} MB)", bytes as f64 / 1e6),
-        &byte_target.map(|target| format!("<= {target} B")).unwrap_or_else(|| "(reported)".into()),
+        &byte_target
+            .map(|target| format!("<= {target} B"))
+            .unwrap_or_else(|| "(reported)".into()),
         byte_target.map(|target| per_row <= target),
     );
     let peak_target = 4.0 * largest + 64.0;
-    report("peak resident memory of the import", &format!("{peak:.0} MiB"), &format!("<= {peak_target:.0} MiB"), Some(peak <= peak_target));
+    report(
+        "peak resident memory of the import",
+        &format!("{peak:.0} MiB"),
+        &format!("<= {peak_target:.0} MiB"),
+        Some(peak <= peak_target),
+    );
 }
 
 fn main() {
@@ -533,7 +709,13 @@ fn main() {
     let work = tempfile::tempdir().expect("bench: temp dir");
     if let Ok(keep) = std::env::var("MEMSTATE_BENCH_GENERATE") {
         // For profiling by hand: write run (a) and (b) under the named folder and stop.
-        let rows_a = generate_steady(&Path::new(&keep).join("a"), "steady", 50, scale(50_000), 0.01);
+        let rows_a = generate_steady(
+            &Path::new(&keep).join("a"),
+            "steady",
+            50,
+            scale(50_000),
+            0.01,
+        );
         let rows_b = generate_steady(&Path::new(&keep).join("b"), "long", scale(1000), 2500, 0.02);
         println!("generated {rows_a} + {rows_b} allocation rows under {keep}");
         return;
@@ -543,14 +725,24 @@ fn main() {
         let folder = work.path().join("a");
         let started = Instant::now();
         let rows = generate_steady(&folder, "steady", 50, scale(50_000), 0.01);
-        let mut files: Vec<PathBuf> = fs::read_dir(&folder).expect("bench: list").map(|entry| entry.expect("entry").path()).collect();
+        let mut files: Vec<PathBuf> = fs::read_dir(&folder)
+            .expect("bench: list")
+            .map(|entry| entry.expect("entry").path())
+            .collect();
         files.sort();
-        let json: u64 = files.iter().map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0)).sum();
+        let json: u64 = files
+            .iter()
+            .map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0))
+            .sum();
         println!("(a) steady state: 50 dumps x 4 memories, {rows} allocation rows, {:.0} MiB of JSON (generated in {:.1} s)", json as f64 / 1048576.0, started.elapsed().as_secs_f64());
         let db = work.path().join("a.db");
         let (mut memstate_times, mut naive_times, mut peak) = (Vec::new(), Vec::new(), 0.0f64);
         for round in 0..repeat {
-            for side in if round % 2 == 0 { ["memstate", "naive"] } else { ["naive", "memstate"] } {
+            for side in if round % 2 == 0 {
+                ["memstate", "naive"]
+            } else {
+                ["naive", "memstate"]
+            } {
                 if side == "memstate" {
                     remove_database(&db);
                     let (seconds, round_peak) = import(&db, &folder);
@@ -568,7 +760,12 @@ fn main() {
         }
         let (ours, naive) = (median(memstate_times), median(naive_times));
         storage_figures(&db, "(a)", &folder, rows, ours, peak, Some(5.0));
-        report("import time / naive baseline", &format!("{:.2} ({ours:.2} s / {naive:.2} s)", ours / naive), "<= 0.6", Some(ours / naive <= 0.6));
+        report(
+            "import time / naive baseline",
+            &format!("{:.2} ({ours:.2} s / {naive:.2} s)", ours / naive),
+            "<= 0.6",
+            Some(ours / naive <= 0.6),
+        );
         questions(&db, "steady", query_repeat, timeout, work.path());
         user_shapes(&db, "steady", query_repeat, timeout);
         fs::remove_dir_all(&folder).ok();
@@ -577,7 +774,11 @@ fn main() {
         let folder = work.path().join("b");
         let started = Instant::now();
         let rows = generate_steady(&folder, "long", scale(1000), 2500, 0.02);
-        println!("(b) long run: {} dumps x 4 memories, {rows} allocation rows (generated in {:.1} s)", scale(1000), started.elapsed().as_secs_f64());
+        println!(
+            "(b) long run: {} dumps x 4 memories, {rows} allocation rows (generated in {:.1} s)",
+            scale(1000),
+            started.elapsed().as_secs_f64()
+        );
         let db = work.path().join("b.db");
         let (seconds, peak) = import(&db, &folder);
         storage_figures(&db, "(b)", &folder, rows, seconds, peak, None);
@@ -588,10 +789,19 @@ fn main() {
     if sets.contains('c') {
         let folder = work.path().join("c");
         let config = memstate::sim::Config::default();
-        let written = memstate::sim::simulate(&config, &folder, &mut |_| {}).expect("bench: simulate");
+        let written =
+            memstate::sim::simulate(&config, &folder, &mut |_| {}).expect("bench: simulate");
         let db = work.path().join("c.db");
         let (seconds, peak) = import(&db, &folder);
         println!("(c) default simulated run: {} dumps", written.dumps);
-        storage_figures(&db, "(c)", &folder, written.allocations, seconds, peak, None);
+        storage_figures(
+            &db,
+            "(c)",
+            &folder,
+            written.allocations,
+            seconds,
+            peak,
+            None,
+        );
     }
 }

@@ -7,8 +7,19 @@ use std::time::Instant;
 use memstate::sim::{simulate, Compression, Config, FileLayout};
 
 fn main() {
-    for (layout, compression) in [(FileLayout::Files, Compression::None), (FileLayout::Stream, Compression::Zstd)] {
-        let config = Config { nodes: 4, gpus_per_node: 4, steps: 500, continue_after_oom: true, layout, compression, ..Config::default() };
+    for (layout, compression) in [
+        (FileLayout::Files, Compression::None),
+        (FileLayout::Stream, Compression::Zstd),
+    ] {
+        let config = Config {
+            nodes: 4,
+            gpus_per_node: 4,
+            steps: 500,
+            continue_after_oom: true,
+            layout,
+            compression,
+            ..Config::default()
+        };
         let mut times = Vec::new();
         let mut last = None;
         for _ in 0..3 {

@@ -659,7 +659,11 @@ pub struct CompletionsArgs {
 /// `now` or an RFC 3339 time, as seconds since the Unix epoch.
 fn parse_wall_start(text: &str) -> Result<i64, String> {
     if text == "now" {
-        return Ok(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_secs() as i64));
+        return Ok(std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs() as i64));
     }
-    memstate::units::unix_seconds(text).ok_or_else(|| format!("{text:?}: expected now or an RFC 3339 time such as 2026-12-01T08:00:00Z"))
+    memstate::units::unix_seconds(text).ok_or_else(|| {
+        format!("{text:?}: expected now or an RFC 3339 time such as 2026-12-01T08:00:00Z")
+    })
 }

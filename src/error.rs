@@ -65,29 +65,47 @@ pub enum Error {
 
 impl Error {
     /// An input error at `place` (a JSON path) in `file`.
-    pub fn input(file: impl Into<String>, place: impl Into<String>, message: impl Into<String>) -> Error {
+    pub fn input(
+        file: impl Into<String>,
+        place: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Error {
         Error::Input {
-            location: Location { file: file.into(), place: place.into() },
+            location: Location {
+                file: file.into(),
+                place: place.into(),
+            },
             message: message.into(),
         }
     }
 
     /// A database error for the database at `file`.
     pub fn database(file: impl Into<String>, message: impl fmt::Display) -> Error {
-        Error::Database { file: file.into(), message: message.to_string() }
+        Error::Database {
+            file: file.into(),
+            message: message.to_string(),
+        }
     }
 
     /// The exit status this error maps to: 1 when an input was refused, 2 for usage or environment.
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input { .. } | Error::Read { .. } => 1,
-            Error::Database { .. } | Error::Usage(_) | Error::Query(_) | Error::Write { .. } | Error::Output(_) | Error::Internal { .. } => 2,
+            Error::Database { .. }
+            | Error::Usage(_)
+            | Error::Query(_)
+            | Error::Write { .. }
+            | Error::Output(_)
+            | Error::Internal { .. } => 2,
         }
     }
 
     /// A file that could not be written.
     pub fn write(file: &std::path::Path, error: impl fmt::Display) -> Error {
-        Error::Write { file: file.display().to_string(), message: error.to_string() }
+        Error::Write {
+            file: file.display().to_string(),
+            message: error.to_string(),
+        }
     }
 
     /// Whether this is standard output closed by its reader (`memstate holes | head`): not an

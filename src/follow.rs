@@ -52,11 +52,20 @@ pub enum FollowEvent<'a> {
     /// How changes are noticed: with events and scans, or scans alone (and why).
     Watching { how: String },
     /// A dump landed (or was already there).
-    Landed { source: &'a str, run: &'a str, node: i64, seq: i64, outcome: &'a Outcome },
+    Landed {
+        source: &'a str,
+        run: &'a str,
+        node: i64,
+        seq: i64,
+        outcome: &'a Outcome,
+    },
     /// A dump or an input was refused (once).
     Refused { error: &'a Error },
     /// A scan ended; the counts so far and the latest seq of each (run, node).
-    Scanned { summary: &'a ImportSummary, latest: &'a BTreeMap<(String, i64), i64> },
+    Scanned {
+        summary: &'a ImportSummary,
+        latest: &'a BTreeMap<(String, i64), i64>,
+    },
 }
 
 /// What identifies a version of a file: its inode, length and modification time.
@@ -70,7 +79,12 @@ struct Stamp {
 
 fn stamp(path: &Path) -> Option<Stamp> {
     let meta = std::fs::metadata(path).ok()?;
-    Some(Stamp { device: meta.dev(), inode: meta.ino(), len: meta.len(), modified: meta.modified().ok() })
+    Some(Stamp {
+        device: meta.dev(),
+        inode: meta.ino(),
+        len: meta.len(),
+        modified: meta.modified().ok(),
+    })
 }
 
 /// What is known of one file.
@@ -107,24 +121,40 @@ struct Position {
 /// Whether a file's first bytes are those of gzip or zstd.
 fn is_compressed(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    let read = File::open(path).and_then(|mut file| file.read(&mut magic)).unwrap_or(0);
+    let read = File::open(path)
+        .and_then(|mut file| file.read(&mut magic))
+        .unwrap_or(0);
     magic[..read].starts_with(&[0x1f, 0x8b]) || magic[..read].starts_with(&[0x28, 0xb5, 0x2f, 0xfd])
 }
 
 fn tracked_for(input: &Input, path: &Path) -> Tracked {
     let name = input.display.to_ascii_lowercase();
     match input.form {
-        Form::Stream if name.ends_with(".gz") || name.ends_with(".zst") || is_compressed(path) => Tracked::PackedStream { lines: 0, done: None, failing: None },
+        Form::Stream if name.ends_with(".gz") || name.ends_with(".zst") || is_compressed(path) => {
+            Tracked::PackedStream {
+                lines: 0,
+                done: None,
+                failing: None,
+            }
+        }
         Form::Stream => Tracked::PlainStream(Position::default()),
         // A file named otherwise is read as one document: name streams .ndjson or .jsonl.
-        Form::Document | Form::Sniff => Tracked::Document { done: None, failing: None },
+        Form::Document | Form::Sniff => Tracked::Document {
+            done: None,
+            failing: None,
+        },
     }
 }
 
 /// Whether to read a file's version `now` again: not when it is the version done with, nor while
 /// the version that failed has not had `settle` to change (`None`); else whether it has had it
 /// (then a failure is final).
-fn worth_reading(done: Option<Stamp>, failing: Option<(Stamp, Instant)>, now: Stamp, settle: Duration) -> Option<bool> {
+fn worth_reading(
+    done: Option<Stamp>,
+    failing: Option<(Stamp, Instant)>,
+    now: Stamp,
+    settle: Duration,
+) -> Option<bool> {
     if done == Some(now) {
         return None;
     }
@@ -146,7 +176,13 @@ struct Follower<'d> {
 }
 
 /// Follow `paths` until `stop` is set, importing into `database`; the counts at the end.
-pub fn follow(database: &mut Database, paths: &[String], options: FollowOptions, stop: &AtomicBool, report: &mut dyn FnMut(FollowEvent)) -> Result<ImportSummary> {
+pub fn follow(
+    database: &mut Database,
+    paths: &[String],
+    options: FollowOptions,
+    stop: &AtomicBool,
+    report: &mut dyn FnMut(FollowEvent),
+) -> Result<ImportSummary> {
     if paths.iter().any(|path| path == "-") {
         return Err(Error::Usage("--follow watches files and folders; a stream on standard input is read to its end without it".to_string()));
     }
@@ -161,7 +197,11 @@ pub fn follow(database: &mut Database, paths: &[String], options: FollowOptions,
         said: HashSet::new(),
     };
     let (wake, woken) = mpsc::channel::<()>();
-    let mut watcher = if options.events { Watch::start(wake) } else { Err("scanning only, as asked (--poll)".to_string()) };
+    let mut watcher = if options.events {
+        Watch::start(wake)
+    } else {
+        Err("scanning only, as asked (--poll)".to_string())
+    };
     let every = format!("a scan every {} ms", options.interval.as_millis());
     report(FollowEvent::Watching {
         how: match &watcher {
@@ -175,7 +215,10 @@ pub fn follow(database: &mut Database, paths: &[String], options: FollowOptions,
         }
         follower.scan(paths, stop, report)?;
         follower.summary.seconds = started.elapsed().as_secs_f64();
-        report(FollowEvent::Scanned { summary: &follower.summary, latest: &follower.latest });
+        report(FollowEvent::Scanned {
+            summary: &follower.summary,
+            latest: &follower.latest,
+        });
         // Sleep until a change is reported or the interval has passed, waking often enough to
         // notice `stop`.
         let deadline = Instant::now() + options.interval;
@@ -184,7 +227,10 @@ pub fn follow(database: &mut Database, paths: &[String], options: FollowOptions,
             if left.is_zero() {
                 break;
             }
-            if woken.recv_timeout(left.min(Duration::from_millis(100))).is_ok() {
+            if woken
+                .recv_timeout(left.min(Duration::from_millis(100)))
+                .is_ok()
+            {
                 // A burst of writes is one scan: let it settle a moment, then drain the rest.
                 std::thread::sleep(Duration::from_millis(20));
                 while woken.try_recv().is_ok() {}
@@ -210,7 +256,10 @@ impl Watch {
             }
         })
         .map_err(|error| format!("no file-system events here: {error}"))?;
-        Ok(Watch { watcher, watched: HashSet::new() })
+        Ok(Watch {
+            watcher,
+            watched: HashSet::new(),
+        })
     }
 
     /// Watch each path that exists and is not watched yet: a folder and all below it, or the
@@ -223,7 +272,9 @@ impl Watch {
                 (path.to_path_buf(), RecursiveMode::Recursive)
             } else {
                 match path.parent() {
-                    Some(parent) if parent.as_os_str().is_empty() => (PathBuf::from("."), RecursiveMode::NonRecursive),
+                    Some(parent) if parent.as_os_str().is_empty() => {
+                        (PathBuf::from("."), RecursiveMode::NonRecursive)
+                    }
                     Some(parent) => (parent.to_path_buf(), RecursiveMode::NonRecursive),
                     None => continue,
                 }
@@ -242,9 +293,18 @@ impl Watch {
 
 impl Follower<'_> {
     /// One pass over every input under `paths`.
-    fn scan(&mut self, paths: &[String], stop: &AtomicBool, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+    fn scan(
+        &mut self,
+        paths: &[String],
+        stop: &AtomicBool,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
         // A path that does not exist yet (the job has not made its folder) is waited for quietly.
-        let present: Vec<String> = paths.iter().filter(|path| Path::new(path).exists()).cloned().collect();
+        let present: Vec<String> = paths
+            .iter()
+            .filter(|path| Path::new(path).exists())
+            .cloned()
+            .collect();
         let expanded = read::expand(&present);
         for error in &expanded.errors {
             if self.said.insert(error.to_string()) {
@@ -259,12 +319,25 @@ impl Follower<'_> {
             if stop.load(Ordering::SeqCst) {
                 break;
             }
-            let Some(path) = input.path.clone() else { continue };
-            let mut tracked = self.files.remove(&path).unwrap_or_else(|| tracked_for(input, &path));
+            let Some(path) = input.path.clone() else {
+                continue;
+            };
+            let mut tracked = self
+                .files
+                .remove(&path)
+                .unwrap_or_else(|| tracked_for(input, &path));
             let outcome = match &mut tracked {
-                Tracked::Document { done, failing } => self.document(input, &path, done, failing, report),
-                Tracked::PlainStream(position) => self.plain_stream(input, &path, position, stop, report),
-                Tracked::PackedStream { lines, done, failing } => self.packed_stream(input, &path, lines, done, failing, stop, report),
+                Tracked::Document { done, failing } => {
+                    self.document(input, &path, done, failing, report)
+                }
+                Tracked::PlainStream(position) => {
+                    self.plain_stream(input, &path, position, stop, report)
+                }
+                Tracked::PackedStream {
+                    lines,
+                    done,
+                    failing,
+                } => self.packed_stream(input, &path, lines, done, failing, stop, report),
             };
             self.files.insert(path, tracked);
             outcome?;
@@ -274,8 +347,19 @@ impl Follower<'_> {
 
     /// Parse one record and import it; a bad record is refused. Only a failure of the database
     /// itself is returned.
-    fn record(&mut self, source: &str, text: &[u8], report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
-        match parse_document(text, source, Options { strict: self.options.ingest.strict }) {
+    fn record(
+        &mut self,
+        source: &str,
+        text: &[u8],
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
+        match parse_document(
+            text,
+            source,
+            Options {
+                strict: self.options.ingest.strict,
+            },
+        ) {
             Ok(document) => self.land(source, document, report),
             Err(error) => {
                 self.refuse(&error, report);
@@ -289,7 +373,12 @@ impl Follower<'_> {
         report(FollowEvent::Refused { error });
     }
 
-    fn land(&mut self, source: &str, document: Document, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+    fn land(
+        &mut self,
+        source: &str,
+        document: Document,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
         match document {
             Document::Annotations(annotations) => {
                 self.importer.import_annotations(&annotations)?;
@@ -297,13 +386,26 @@ impl Follower<'_> {
             }
             Document::Dump(parsed) => {
                 let prepared = dump::prepare(*parsed);
-                let (run, node, seq) = (prepared.dump.run.id.clone(), prepared.dump.run.node, prepared.dump.snapshot.seq);
-                match self.importer.import(&prepared, source, self.options.ingest.replace) {
+                let (run, node, seq) = (
+                    prepared.dump.run.id.clone(),
+                    prepared.dump.run.node,
+                    prepared.dump.snapshot.seq,
+                );
+                match self
+                    .importer
+                    .import(&prepared, source, self.options.ingest.replace)
+                {
                     Ok(outcome) => {
                         self.summary.count(&outcome);
                         let latest = self.latest.entry((run.clone(), node)).or_insert(seq);
                         *latest = (*latest).max(seq);
-                        report(FollowEvent::Landed { source, run: &run, node, seq, outcome: &outcome });
+                        report(FollowEvent::Landed {
+                            source,
+                            run: &run,
+                            node,
+                            seq,
+                            outcome: &outcome,
+                        });
                     }
                     Err(error @ Error::Input { .. }) => self.refuse(&error, report),
                     Err(error) => return Err(error),
@@ -322,11 +424,31 @@ impl Follower<'_> {
         failing: &mut Option<(Stamp, Instant)>,
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
-        let Some(now) = stamp(path) else { return Ok(()) };
-        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else { return Ok(()) };
-        let whole = Input { form: Form::Document, ..input.clone() };
-        let read = read::open(&whole, self.options.ingest.limits).and_then(|mut records| records.next().unwrap_or_else(|| Err(Error::input(&input.display, "", "empty input"))));
-        let parsed = read.and_then(|record| parse_document(&record.text, &record.source, Options { strict: self.options.ingest.strict }).map(|document| (record.source, document)));
+        let Some(now) = stamp(path) else {
+            return Ok(());
+        };
+        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else {
+            return Ok(());
+        };
+        let whole = Input {
+            form: Form::Document,
+            ..input.clone()
+        };
+        let read = read::open(&whole, self.options.ingest.limits).and_then(|mut records| {
+            records
+                .next()
+                .unwrap_or_else(|| Err(Error::input(&input.display, "", "empty input")))
+        });
+        let parsed = read.and_then(|record| {
+            parse_document(
+                &record.text,
+                &record.source,
+                Options {
+                    strict: self.options.ingest.strict,
+                },
+            )
+            .map(|document| (record.source, document))
+        });
         match parsed {
             Ok((source, document)) => {
                 *done = Some(now);
@@ -355,8 +477,16 @@ impl Follower<'_> {
         stop: &AtomicBool,
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
-        let Position { file: file_id, offset, line, partial, oversized } = position;
-        let Some(now) = stamp(path) else { return Ok(()) };
+        let Position {
+            file: file_id,
+            offset,
+            line,
+            partial,
+            oversized,
+        } = position;
+        let Some(now) = stamp(path) else {
+            return Ok(());
+        };
         if *file_id != Some((now.device, now.inode)) || now.len < *offset {
             // A new file, or the same name written anew: from the start.
             *file_id = Some((now.device, now.inode));
@@ -366,7 +496,9 @@ impl Follower<'_> {
         if now.len == *offset {
             return Ok(());
         }
-        let mut file = match File::open(path).and_then(|mut file| file.seek(SeekFrom::Start(*offset)).map(|_| file)) {
+        let mut file = match File::open(path)
+            .and_then(|mut file| file.seek(SeekFrom::Start(*offset)).map(|_| file))
+        {
             Ok(file) => file,
             Err(_) => return Ok(()), // gone or unreadable for now: try again next scan
         };
@@ -387,7 +519,13 @@ impl Follower<'_> {
                 *offset += head.len() as u64 + 1;
                 let too_long = *oversized || (partial.len() + head.len()) as u64 > limit;
                 if too_long {
-                    self.refuse(&read::too_large(format!("{}:{}", input.display, line), self.options.ingest.limits), report);
+                    self.refuse(
+                        &read::too_large(
+                            format!("{}:{}", input.display, line),
+                            self.options.ingest.limits,
+                        ),
+                        report,
+                    );
                 } else {
                     partial.extend_from_slice(head);
                     if !partial.iter().all(u8::is_ascii_whitespace) {
@@ -425,9 +563,15 @@ impl Follower<'_> {
         stop: &AtomicBool,
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
-        let Some(now) = stamp(path) else { return Ok(()) };
-        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else { return Ok(()) };
-        let Ok((mut reader, _)) = read::open_decompressed(path) else { return Ok(()) };
+        let Some(now) = stamp(path) else {
+            return Ok(());
+        };
+        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else {
+            return Ok(());
+        };
+        let Ok((mut reader, _)) = read::open_decompressed(path) else {
+            return Ok(());
+        };
         let limit = self.options.ingest.limits.max_dump_size;
         let mut number = 0u64;
         let mut text = Vec::new();
@@ -437,7 +581,9 @@ impl Follower<'_> {
             }
             text.clear();
             // Bounded: a line over the limit is refused without holding it.
-            let read = (&mut reader).take(limit.saturating_add(2)).read_until(b'\n', &mut text);
+            let read = (&mut reader)
+                .take(limit.saturating_add(2))
+                .read_until(b'\n', &mut text);
             match read {
                 Ok(0) => {
                     // The end of what is written: all complete lines taken.
@@ -478,7 +624,10 @@ impl Follower<'_> {
                     // The compressed data stops short and has not grown for `settle`.
                     *done = Some(now);
                     *failing = None;
-                    let error = Error::Read { file: format!("{}:{}", input.display, number + 1), message: format!("corrupt or truncated compressed data: {error}") };
+                    let error = Error::Read {
+                        file: format!("{}:{}", input.display, number + 1),
+                        message: format!("corrupt or truncated compressed data: {error}"),
+                    };
                     self.refuse(&error, report);
                     return Ok(());
                 }

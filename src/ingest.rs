@@ -85,8 +85,13 @@ pub enum ImportEvent<'a> {
 
 /// What the pipeline hands to the writer, in input order.
 enum Item {
-    Dump { source: String, prepared: Box<Prepared> },
-    Annotations { annotations: Box<Annotations> },
+    Dump {
+        source: String,
+        prepared: Box<Prepared>,
+    },
+    Annotations {
+        annotations: Box<Annotations>,
+    },
     Refused(Error),
     InputDone,
     /// Reading or parsing panicked: a bug, reported as an error naming the input.
@@ -109,19 +114,29 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 }
 
 fn crashed(file: &str, message: String) -> Item {
-    Item::Crashed(Error::Internal { file: file.to_string(), message: format!("memstate failed while reading it (a bug; please report it): {message}") })
+    Item::Crashed(Error::Internal {
+        file: file.to_string(),
+        message: format!("memstate failed while reading it (a bug; please report it): {message}"),
+    })
 }
 
 fn parse(source: String, text: Vec<u8>, options: Options, panic_on: Option<&str>) -> Item {
-    let outcome = catch_unwind(AssertUnwindSafe(|| match parse_document(&text, &source, options) {
-        // A hook for the tests of this very path: no real input can reach it.
-        _ if panic_on.is_some_and(|name| source.ends_with(name)) => panic!("injected failure (MEMSTATE_INJECT_PANIC)"),
-        Err(error) => Item::Refused(error),
-        Ok(Document::Dump(parsed)) => {
-            drop(text);
-            Item::Dump { source: source.clone(), prepared: Box::new(dump::prepare(*parsed)) }
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        match parse_document(&text, &source, options) {
+            // A hook for the tests of this very path: no real input can reach it.
+            _ if panic_on.is_some_and(|name| source.ends_with(name)) => {
+                panic!("injected failure (MEMSTATE_INJECT_PANIC)")
+            }
+            Err(error) => Item::Refused(error),
+            Ok(Document::Dump(parsed)) => {
+                drop(text);
+                Item::Dump {
+                    source: source.clone(),
+                    prepared: Box::new(dump::prepare(*parsed)),
+                }
+            }
+            Ok(Document::Annotations(annotations)) => Item::Annotations { annotations },
         }
-        Ok(Document::Annotations(annotations)) => Item::Annotations { annotations },
     }));
     outcome.unwrap_or_else(|payload| crashed(&source, panic_message(payload)))
 }
@@ -135,12 +150,18 @@ struct Window {
 
 impl Window {
     fn new(size: usize) -> Arc<Window> {
-        Arc::new(Window { state: Mutex::new((0, false)), changed: Condvar::new(), size })
+        Arc::new(Window {
+            state: Mutex::new((0, false)),
+            changed: Condvar::new(),
+            size,
+        })
     }
 
     /// Wait for room for one more record; false once the writer has stopped.
     fn enter(&self) -> bool {
-        let Ok(mut state) = self.state.lock() else { return false };
+        let Ok(mut state) = self.state.lock() else {
+            return false;
+        };
         while state.0 >= self.size && !state.1 {
             state = match self.changed.wait(state) {
                 Ok(state) => state,
@@ -182,14 +203,22 @@ struct Pipeline {
 /// Start reading `paths`: a reading thread and `workers` parsing threads.
 fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     let expanded = read::expand(paths);
-    let workers = thread::available_parallelism().map(|count| count.get()).unwrap_or(1).clamp(1, 4);
+    let workers = thread::available_parallelism()
+        .map(|count| count.get())
+        .unwrap_or(1)
+        .clamp(1, 4);
     // Records read, being parsed, or parsed and waiting: bounded, so memory is too.
     let window = Window::new(workers + 1);
     let (job_sender, job_receiver) = sync_channel::<(u64, Job)>(1);
     let (result_sender, results) = sync_channel::<(u64, Item)>(workers + 1);
-    let parse_options = Options { strict: options.strict };
+    let parse_options = Options {
+        strict: options.strict,
+    };
     let limits = options.limits;
-    let panic_on: Option<Arc<str>> = std::env::var("MEMSTATE_INJECT_PANIC").ok().filter(|name| !name.is_empty()).map(Arc::from);
+    let panic_on: Option<Arc<str>> = std::env::var("MEMSTATE_INJECT_PANIC")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .map(Arc::from);
     let inputs = expanded.inputs.len() as u64;
     let mut threads = Vec::new();
     let reading = Arc::clone(&window);
@@ -219,7 +248,10 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 for record in records {
                     let job = match record {
                         Err(error) => Job::Ready(Item::Refused(error)),
-                        Ok(record) => Job::Parse { source: record.source, text: record.text },
+                        Ok(record) => Job::Parse {
+                            source: record.source,
+                            text: record.text,
+                        },
                     };
                     if !send(job) || !room() {
                         return false;
@@ -252,7 +284,9 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
             let Ok((index, job)) = next else { return };
             let item = match job {
                 Job::Ready(item) => item,
-                Job::Parse { source, text } => parse(source, text, parse_options, panic_on.as_deref()),
+                Job::Parse { source, text } => {
+                    parse(source, text, parse_options, panic_on.as_deref())
+                }
             };
             if results.send((index, item)).is_err() {
                 return;
@@ -260,7 +294,15 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         }));
     }
     drop(result_sender);
-    Pipeline { results, window, threads, inputs, ignored_files: expanded.ignored_files, skipped: expanded.skipped, path_errors: expanded.errors }
+    Pipeline {
+        results,
+        window,
+        threads,
+        inputs,
+        ignored_files: expanded.ignored_files,
+        skipped: expanded.skipped,
+        path_errors: expanded.errors,
+    }
 }
 
 impl Pipeline {
@@ -291,12 +333,18 @@ impl Pipeline {
         for thread in self.threads.drain(..) {
             if let Err(payload) = thread.join() {
                 if outcome.is_ok() {
-                    outcome = Err(Error::Internal { file: String::new(), message: format!("a reading thread failed: {}", panic_message(payload)) });
+                    outcome = Err(Error::Internal {
+                        file: String::new(),
+                        message: format!("a reading thread failed: {}", panic_message(payload)),
+                    });
                 }
             }
         }
         if outcome.is_ok() && !waiting.is_empty() {
-            outcome = Err(Error::Internal { file: String::new(), message: "the reading threads stopped early".to_string() });
+            outcome = Err(Error::Internal {
+                file: String::new(),
+                message: "the reading threads stopped early".to_string(),
+            });
         }
         outcome
     }
@@ -308,12 +356,18 @@ fn refused(summary: &mut ImportSummary, error: &Error, report: &mut dyn FnMut(Im
 }
 
 /// Start reading: report the inputs and the paths that cannot be read at all.
-fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> (ImportSummary, Pipeline) {
+fn begin(
+    paths: &[String],
+    options: IngestOptions,
+    report: &mut dyn FnMut(ImportEvent),
+) -> (ImportSummary, Pipeline) {
     let mut summary = ImportSummary::default();
     let pipeline = start(paths, options);
     summary.ignored_files = pipeline.ignored_files;
     summary.skipped = pipeline.skipped;
-    report(ImportEvent::Inputs { count: pipeline.inputs });
+    report(ImportEvent::Inputs {
+        count: pipeline.inputs,
+    });
     for error in &pipeline.path_errors {
         refused(&mut summary, error, report);
     }
@@ -322,8 +376,13 @@ fn begin(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(Import
 
 /// What the writer does with one record that was read whole.
 enum Record {
-    Dump { source: String, prepared: Box<Prepared> },
-    Annotations { annotations: Box<Annotations> },
+    Dump {
+        source: String,
+        prepared: Box<Prepared>,
+    },
+    Annotations {
+        annotations: Box<Annotations>,
+    },
 }
 
 /// Run the pipeline over `paths`, handing each record to `write` and counting the rest.
@@ -337,8 +396,12 @@ fn drive(
     let (mut summary, pipeline) = begin(paths, options, report);
     pipeline.run(&mut |item| {
         match item {
-            Item::Dump { source, prepared } => write(&mut summary, Record::Dump { source, prepared }, report)?,
-            Item::Annotations { annotations } => write(&mut summary, Record::Annotations { annotations }, report)?,
+            Item::Dump { source, prepared } => {
+                write(&mut summary, Record::Dump { source, prepared }, report)?
+            }
+            Item::Annotations { annotations } => {
+                write(&mut summary, Record::Annotations { annotations }, report)?
+            }
             Item::Refused(error) => refused(&mut summary, &error, report),
             Item::Crashed(error) => return Err(error),
             Item::InputDone => {
@@ -357,16 +420,23 @@ fn drive(
 ///
 /// Refused records are reported and counted; the others land. Only an error of the database itself
 /// (it cannot be written), or a failure of memstate itself, stops the run and is returned.
-pub fn import(database: &mut Database, paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
+pub fn import(
+    database: &mut Database,
+    paths: &[String],
+    options: IngestOptions,
+    report: &mut dyn FnMut(ImportEvent),
+) -> Result<ImportSummary> {
     let db_display = database.display();
     let mut importer = Importer::new(&mut database.conn, db_display);
     drive(paths, options, report, &mut |summary, record, report| {
         match record {
-            Record::Dump { source, prepared } => match importer.import(&prepared, &source, options.replace) {
-                Ok(outcome) => summary.count(&outcome),
-                Err(error @ Error::Input { .. }) => refused(summary, &error, report),
-                Err(error) => return Err(error),
-            },
+            Record::Dump { source, prepared } => {
+                match importer.import(&prepared, &source, options.replace) {
+                    Ok(outcome) => summary.count(&outcome),
+                    Err(error @ Error::Input { .. }) => refused(summary, &error, report),
+                    Err(error) => return Err(error),
+                }
+            }
             Record::Annotations { annotations } => {
                 importer.import_annotations(&annotations)?;
                 summary.annotations += 1;
@@ -377,7 +447,11 @@ pub fn import(database: &mut Database, paths: &[String], options: IngestOptions,
 }
 
 /// Read and check every record under `paths` without a database.
-pub fn validate(paths: &[String], options: IngestOptions, report: &mut dyn FnMut(ImportEvent)) -> Result<ImportSummary> {
+pub fn validate(
+    paths: &[String],
+    options: IngestOptions,
+    report: &mut dyn FnMut(ImportEvent),
+) -> Result<ImportSummary> {
     drive(paths, options, report, &mut |summary, record, _| {
         match record {
             Record::Dump { prepared, .. } => {

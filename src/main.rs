@@ -29,7 +29,6 @@ fn main() -> ExitCode {
     }
 }
 
-
 /// Dumps are read into buffers of several MiB by parallel threads and freed by another. glibc
 /// would raise its mmap threshold after the first such free and then keep the buffers in
 /// per-thread arenas, so a long import's resident memory grew with the number of threads; a fixed

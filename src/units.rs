@@ -8,7 +8,9 @@ use std::borrow::Cow;
 /// `1.5g`, `64k`; KB, MB... mean the binary units too, as in Realm's flags).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
-    let split = trimmed.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(trimmed.len());
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(trimmed.len());
     let (number, unit) = trimmed.split_at(split);
     let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -16,12 +18,19 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "m" | "mb" | "mib" => 1 << 20,
         "g" | "gb" | "gib" => 1 << 30,
         "t" | "tb" | "tib" => 1 << 40,
-        other => return Err(format!("unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB)")),
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} in {text:?} (use B, KiB, MiB, GiB, TiB)"
+            ))
+        }
     };
     let not_a_size = || format!("{text:?} is not a size (try 16GiB, 512MiB or 1048576)");
     // Whole numbers are taken exactly; only a fraction goes through floating point.
     if let Ok(whole) = number.parse::<u64>() {
-        return whole.checked_mul(multiplier).filter(|&bytes| bytes <= i64::MAX as u64).ok_or_else(|| format!("{text:?} is out of range"));
+        return whole
+            .checked_mul(multiplier)
+            .filter(|&bytes| bytes <= i64::MAX as u64)
+            .ok_or_else(|| format!("{text:?} is out of range"));
     }
     let value: f64 = number.parse().map_err(|_| not_a_size())?;
     let bytes = value * multiplier as f64;
@@ -54,7 +63,11 @@ pub fn human_size(bytes: i64) -> String {
     }
     let sign = if bytes < 0 { "-" } else { "" };
     let tenths = (value.fract() * 10.0).round();
-    let shown = if value >= 100.0 || tenths == 0.0 || tenths == 10.0 { format!("{value:.0}") } else { format!("{value:.1}") };
+    let shown = if value >= 100.0 || tenths == 0.0 || tenths == 10.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    };
     format!("{sign}{shown} {}", UNITS[unit])
 }
 
@@ -113,26 +126,41 @@ pub fn visible_lines(text: &str) -> String {
 }
 
 fn is_control(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// `1 allocation`, `2 allocations`: a count and its noun, plural unless one.
 pub fn counted(count: u64, noun: &str) -> String {
-    if count == 1 { format!("1 {noun}") } else { format!("{count} {noun}s") }
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
 }
 
 /// A duration: a number and ms, s or m (500ms, 2s, 1.5s, 1m).
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number.trim().parse().map_err(|_| format!("{text:?}: expected a duration such as 500ms, 2s or 1m"))?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?}: expected a duration such as 500ms, 2s or 1m"))?;
     let seconds = match unit.trim() {
         "ms" => value / 1000.0,
         "s" | "" => value,
         "m" | "min" => value * 60.0,
-        _ => return Err(format!("{text:?}: expected a duration such as 500ms, 2s or 1m")),
+        _ => {
+            return Err(format!(
+                "{text:?}: expected a duration such as 500ms, 2s or 1m"
+            ))
+        }
     };
-    std::time::Duration::try_from_secs_f64(seconds).map_err(|_| format!("{text:?}: expected a duration from 0 up"))
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| format!("{text:?}: expected a duration from 0 up"))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
@@ -150,11 +178,16 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let days = days + 719468;
     let era = days.div_euclid(146097);
     let day_of_era = days - era * 146097;
-    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36524 - day_of_era / 146096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
     (year_of_era + era * 400 + i64::from(month <= 2), month, day)
 }
 
@@ -176,15 +209,29 @@ pub fn rfc3339_utc(unix_seconds: i64, nanos: u32) -> String {
 pub fn unix_seconds(text: &str) -> Option<i64> {
     let number = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = text.get(range)?;
-        part.bytes().all(|byte| byte.is_ascii_digit()).then(|| part.parse().ok()).flatten()
+        part.bytes()
+            .all(|byte| byte.is_ascii_digit())
+            .then(|| part.parse().ok())
+            .flatten()
     };
     let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') || bytes[13] != b':' || bytes[16] != b':' {
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
         return None;
     }
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return None;
     }
     let mut rest = &text[19..];
@@ -197,10 +244,16 @@ pub fn unix_seconds(text: &str) -> Option<i64> {
     }
     let offset = match rest.as_bytes() {
         [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] if [h1, h2, m1, m2].iter().all(|byte| byte.is_ascii_digit()) => {
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2]
+            if [h1, h2, m1, m2].iter().all(|byte| byte.is_ascii_digit()) =>
+        {
             let digit = |byte: &u8| i64::from(byte - b'0');
             let minutes = (digit(h1) * 10 + digit(h2)) * 60 + digit(m1) * 10 + digit(m2);
-            if *sign == b'+' { minutes * 60 } else { -minutes * 60 }
+            if *sign == b'+' {
+                minutes * 60
+            } else {
+                -minutes * 60
+            }
         }
         _ => return None,
     };
@@ -218,7 +271,11 @@ mod tests {
         assert_eq!(parse_size("64k"), Ok(64 << 10));
         assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
         assert_eq!(parse_size("1048576"), Ok(1048576));
-        assert_eq!(parse_size("9007199254740993"), Ok(9007199254740993), "exact beyond 2^53");
+        assert_eq!(
+            parse_size("9007199254740993"),
+            Ok(9007199254740993),
+            "exact beyond 2^53"
+        );
         assert_eq!(parse_size("0"), Ok(0));
         assert!(parse_positive_size("0").is_err());
         assert!(parse_size("lots").is_err());
@@ -257,18 +314,50 @@ mod tests {
     fn wall_times_format_and_read_back() {
         assert_eq!(rfc3339_utc(0, 0), "1970-01-01T00:00:00.000000000Z");
         // 2024-02-29 is day 19782 since the epoch: 19782 * 86400 + 12:34:56.
-        assert_eq!(rfc3339_utc(19782 * 86400 + 45296, 500_000_000), "2024-02-29T12:34:56.500000000Z");
+        assert_eq!(
+            rfc3339_utc(19782 * 86400 + 45296, 500_000_000),
+            "2024-02-29T12:34:56.500000000Z"
+        );
         // 2100-03-01: 2100 is no leap year, so the day after 2100-02-28 (day 47540).
-        assert_eq!(rfc3339_utc(47541 * 86400, 0), "2100-03-01T00:00:00.000000000Z");
+        assert_eq!(
+            rfc3339_utc(47541 * 86400, 0),
+            "2100-03-01T00:00:00.000000000Z"
+        );
         assert_eq!(rfc3339_utc(-1, 0), "1969-12-31T23:59:59.000000000Z");
-        assert_eq!(unix_seconds("2024-02-29T12:34:56.5Z"), Some(19782 * 86400 + 45296));
-        assert_eq!(unix_seconds("2024-02-29T13:34:56+01:00"), Some(19782 * 86400 + 45296));
-        assert_eq!(unix_seconds("2024-02-29t07:04:56-05:30"), Some(19782 * 86400 + 45296));
-        assert_eq!(unix_seconds("2016-12-31T23:59:60Z"), unix_seconds("2017-01-01T00:00:00Z"));
-        for bad in ["2024-02-29", "2024-13-01T00:00:00Z", "2024-02-29T12:34:56", "2024-02-29T12:34:56.Z", "now", "2024-02-29T12:34:56++5:30", "2024-02-29T12:34:56+05:3x"] {
+        assert_eq!(
+            unix_seconds("2024-02-29T12:34:56.5Z"),
+            Some(19782 * 86400 + 45296)
+        );
+        assert_eq!(
+            unix_seconds("2024-02-29T13:34:56+01:00"),
+            Some(19782 * 86400 + 45296)
+        );
+        assert_eq!(
+            unix_seconds("2024-02-29t07:04:56-05:30"),
+            Some(19782 * 86400 + 45296)
+        );
+        assert_eq!(
+            unix_seconds("2016-12-31T23:59:60Z"),
+            unix_seconds("2017-01-01T00:00:00Z")
+        );
+        for bad in [
+            "2024-02-29",
+            "2024-13-01T00:00:00Z",
+            "2024-02-29T12:34:56",
+            "2024-02-29T12:34:56.Z",
+            "now",
+            "2024-02-29T12:34:56++5:30",
+            "2024-02-29T12:34:56+05:3x",
+        ] {
             assert_eq!(unix_seconds(bad), None, "{bad}");
         }
-        for seconds in [0i64, 951_782_400, 1_796_112_000, 4_102_444_800, -86_400 * 365] {
+        for seconds in [
+            0i64,
+            951_782_400,
+            1_796_112_000,
+            4_102_444_800,
+            -86_400 * 365,
+        ] {
             assert_eq!(unix_seconds(&rfc3339_utc(seconds, 0)), Some(seconds));
         }
     }

@@ -29,7 +29,10 @@ pub struct AllocationInfo {
 
 impl AllocationInfo {
     pub fn range(&self) -> Range {
-        Range { offset: self.offset, size: self.size }
+        Range {
+            offset: self.offset,
+            size: self.size,
+        }
     }
     fn blocks(&self) -> bool {
         self.state.blocks_reuse()
@@ -61,13 +64,22 @@ pub struct Layout {
 impl Layout {
     /// Bytes held by neither an allocation nor a listed hole.
     pub fn unaccounted(&self) -> Vec<Range> {
-        figures::unaccounted_ranges(self.allocations.iter().map(AllocationInfo::range), self.holes_listed.then_some(&self.holes[..]), self.capacity)
+        figures::unaccounted_ranges(
+            self.allocations.iter().map(AllocationInfo::range),
+            self.holes_listed.then_some(&self.holes[..]),
+            self.capacity,
+        )
     }
 
     /// What neither collection nor pending releases can free: valid and pending_alloc
     /// allocations, and unaccounted bytes. Merged and sorted.
     pub fn unmovable(&self) -> Vec<Range> {
-        figures::unmovable_ranges(self.allocations.iter().map(|allocation| (allocation.range(), allocation.state)), &self.unaccounted())
+        figures::unmovable_ranges(
+            self.allocations
+                .iter()
+                .map(|allocation| (allocation.range(), allocation.state)),
+            &self.unaccounted(),
+        )
     }
 
     /// Bytes covered by allocations.
@@ -113,9 +125,18 @@ fn overlap(a: Range, b: Range) -> u64 {
 
 /// The stretches free of anything unmovable if the allocations `gone` names were gone: what stays
 /// is the other unmovable allocations and the unaccounted ranges given (held by the allocator).
-fn gaps_without(layout: &Layout, unaccounted: &[Range], gone: &dyn Fn(&AllocationInfo) -> bool) -> Vec<Range> {
+fn gaps_without(
+    layout: &Layout,
+    unaccounted: &[Range],
+    gone: &dyn Fn(&AllocationInfo) -> bool,
+) -> Vec<Range> {
     let remaining = merge(
-        layout.allocations.iter().filter(|allocation| allocation.blocks() && !gone(allocation)).map(AllocationInfo::range).chain(unaccounted.iter().copied()),
+        layout
+            .allocations
+            .iter()
+            .filter(|allocation| allocation.blocks() && !gone(allocation))
+            .map(AllocationInfo::range)
+            .chain(unaccounted.iter().copied()),
     );
     gaps(&remaining, layout.capacity)
 }
@@ -124,21 +145,51 @@ fn gaps_without(layout: &Layout, unaccounted: &[Range], gone: &dyn Fn(&Allocatio
 /// around it among what stays (unmovable allocations other than `gone`, and unaccounted bytes
 /// outside the span).
 fn opening(layout: &Layout, span: Range, gone: &dyn Fn(&AllocationInfo) -> bool) -> u64 {
-    let unaccounted: Vec<Range> = layout.unaccounted().into_iter().filter(|range| overlap(*range, span) == 0).collect();
-    gaps_without(layout, &unaccounted, gone).into_iter().find(|gap| gap.offset <= span.offset && gap.end() >= span.end()).map(|gap| gap.size).unwrap_or(0)
+    let unaccounted: Vec<Range> = layout
+        .unaccounted()
+        .into_iter()
+        .filter(|range| overlap(*range, span) == 0)
+        .collect();
+    gaps_without(layout, &unaccounted, gone)
+        .into_iter()
+        .find(|gap| gap.offset <= span.offset && gap.end() >= span.end())
+        .map(|gap| gap.size)
+        .unwrap_or(0)
 }
 
 /// Where a request of `size` bytes aligned to `alignment` would cost the least, and what blocks it.
 pub fn blockers(layout: &Layout, size: u64, alignment: u64) -> Option<Blockers> {
     let unmovable = layout.unmovable();
     let window = cheapest_window(layout.capacity, &unmovable, size, alignment)?;
-    let span = Range { offset: window.offset, size };
+    let span = Range {
+        offset: window.offset,
+        size,
+    };
     let in_window = |allocation: &&AllocationInfo| overlap(allocation.range(), span) > 0;
-    let blocking: Vec<AllocationInfo> = layout.allocations.iter().filter(in_window).filter(|a| a.blocks()).cloned().collect();
-    let to_collect: Vec<AllocationInfo> = layout.allocations.iter().filter(in_window).filter(|a| !a.blocks()).cloned().collect();
-    let unaccounted_bytes = layout.unaccounted().iter().map(|range| overlap(*range, span)).sum();
+    let blocking: Vec<AllocationInfo> = layout
+        .allocations
+        .iter()
+        .filter(in_window)
+        .filter(|a| a.blocks())
+        .cloned()
+        .collect();
+    let to_collect: Vec<AllocationInfo> = layout
+        .allocations
+        .iter()
+        .filter(in_window)
+        .filter(|a| !a.blocks())
+        .cloned()
+        .collect();
+    let unaccounted_bytes = layout
+        .unaccounted()
+        .iter()
+        .map(|range| overlap(*range, span))
+        .sum();
     // Without the blockers, the window lies in one stretch free of anything unmovable.
-    let opens = opening(layout, span, &|allocation| overlap(allocation.range(), span) > 0).max(size);
+    let opens = opening(layout, span, &|allocation| {
+        overlap(allocation.range(), span) > 0
+    })
+    .max(size);
     Some(Blockers {
         size,
         alignment: alignment.max(1),
@@ -154,22 +205,31 @@ pub fn blockers(layout: &Layout, size: u64, alignment: u64) -> Option<Blockers> 
 /// Among the blockers of a window, the one whose removal alone opens the largest contiguous
 /// stretch around the window, and that stretch: what to move or free first.
 pub fn first_to_move(layout: &Layout, blockers: &Blockers) -> Option<(AllocationInfo, u64)> {
-    let span = Range { offset: blockers.offset, size: blockers.size };
+    let span = Range {
+        offset: blockers.offset,
+        size: blockers.size,
+    };
     let unaccounted = layout.unaccounted();
     blockers
         .blocking
         .iter()
         .map(|candidate| {
             // Everything unmovable stays but this one (and what collection frees).
-            let opens = gaps_without(layout, &unaccounted, &|allocation| allocation.uid == candidate.uid)
-                .into_iter()
-                .filter(|gap| overlap(*gap, candidate.range()) > 0)
-                .map(|gap| gap.size)
-                .max()
-                .unwrap_or(0);
+            let opens = gaps_without(layout, &unaccounted, &|allocation| {
+                allocation.uid == candidate.uid
+            })
+            .into_iter()
+            .filter(|gap| overlap(*gap, candidate.range()) > 0)
+            .map(|gap| gap.size)
+            .max()
+            .unwrap_or(0);
             (candidate.clone(), opens)
         })
-        .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.size.cmp(&a.0.size)).then_with(|| overlap(b.0.range(), span).cmp(&overlap(a.0.range(), span))))
+        .max_by(|a, b| {
+            a.1.cmp(&b.1)
+                .then_with(|| b.0.size.cmp(&a.0.size))
+                .then_with(|| overlap(b.0.range(), span).cmp(&overlap(a.0.range(), span)))
+        })
 }
 
 /// Why a request failed.
@@ -313,10 +373,22 @@ pub struct Change {
 pub fn diff(before: &[Placed], after: &[Placed]) -> Vec<Change> {
     use std::collections::BTreeMap;
     let index = |placed: &[Placed]| -> BTreeMap<(String, String), AllocationInfo> {
-        placed.iter().map(|one| ((one.handle.clone(), one.allocation.uid.clone()), one.allocation.clone())).collect()
+        placed
+            .iter()
+            .map(|one| {
+                (
+                    (one.handle.clone(), one.allocation.uid.clone()),
+                    one.allocation.clone(),
+                )
+            })
+            .collect()
     };
     let (old, new) = (index(before), index(after));
-    let change = |kind: ChangeKind, handle: &str, shown: &AllocationInfo, before: Option<&AllocationInfo>, after: Option<&AllocationInfo>| Change {
+    let change = |kind: ChangeKind,
+                  handle: &str,
+                  shown: &AllocationInfo,
+                  before: Option<&AllocationInfo>,
+                  after: Option<&AllocationInfo>| Change {
         change: kind,
         handle: handle.to_string(),
         uid: shown.uid.clone(),
@@ -330,19 +402,46 @@ pub fn diff(before: &[Placed], after: &[Placed]) -> Vec<Change> {
     let mut changes = Vec::new();
     for ((handle, uid), allocation) in &old {
         if !new.contains_key(&(handle.clone(), uid.clone())) {
-            changes.push(change(ChangeKind::Disappeared, handle, allocation, Some(allocation), None));
+            changes.push(change(
+                ChangeKind::Disappeared,
+                handle,
+                allocation,
+                Some(allocation),
+                None,
+            ));
         }
     }
     for ((handle, uid), allocation) in &new {
         match old.get(&(handle.clone(), uid.clone())) {
-            None => changes.push(change(ChangeKind::Appeared, handle, allocation, None, Some(allocation))),
-            Some(earlier) if (earlier.state, earlier.offset, earlier.size) != (allocation.state, allocation.offset, allocation.size) => {
-                changes.push(change(ChangeKind::Changed, handle, allocation, Some(earlier), Some(allocation)))
+            None => changes.push(change(
+                ChangeKind::Appeared,
+                handle,
+                allocation,
+                None,
+                Some(allocation),
+            )),
+            Some(earlier)
+                if (earlier.state, earlier.offset, earlier.size)
+                    != (allocation.state, allocation.offset, allocation.size) =>
+            {
+                changes.push(change(
+                    ChangeKind::Changed,
+                    handle,
+                    allocation,
+                    Some(earlier),
+                    Some(allocation),
+                ))
             }
             Some(_) => {}
         }
     }
-    changes.sort_by(|a, b| (a.handle.as_str(), a.offset, a.uid.as_str()).cmp(&(b.handle.as_str(), b.offset, b.uid.as_str())));
+    changes.sort_by(|a, b| {
+        (a.handle.as_str(), a.offset, a.uid.as_str()).cmp(&(
+            b.handle.as_str(),
+            b.offset,
+            b.uid.as_str(),
+        ))
+    });
     changes
 }
 
@@ -390,19 +489,42 @@ pub struct Collected {
 /// Collection between `before` and `after` (the same memory at two snapshots).
 pub fn collected_between(before: &[AllocationInfo], after: &[AllocationInfo]) -> Collected {
     use std::collections::HashMap;
-    let now: HashMap<&str, State> = after.iter().map(|allocation| (allocation.uid.as_str(), allocation.state)).collect();
+    let now: HashMap<&str, State> = after
+        .iter()
+        .map(|allocation| (allocation.uid.as_str(), allocation.state))
+        .collect();
     let freed = before.iter().filter(|allocation| {
-        allocation.state == State::Collectable && now.get(allocation.uid.as_str()).is_none_or(|state| *state == State::PendingFree)
+        allocation.state == State::Collectable
+            && now
+                .get(allocation.uid.as_str())
+                .is_none_or(|state| *state == State::PendingFree)
     });
-    freed.fold(Collected { allocations: 0, bytes: 0 }, |total, allocation| Collected { allocations: total.allocations + 1, bytes: total.bytes + allocation.size })
+    freed.fold(
+        Collected {
+            allocations: 0,
+            bytes: 0,
+        },
+        |total, allocation| Collected {
+            allocations: total.allocations + 1,
+            bytes: total.bytes + allocation.size,
+        },
+    )
 }
 
 /// A line of a blocker list: one allocation, or many small ones of a kind together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "line", rename_all = "lowercase")]
 pub enum BlockerLine {
-    One { allocation: AllocationInfo },
-    Group { kind: String, count: u64, bytes: u64, low: u64, high: u64 },
+    One {
+        allocation: AllocationInfo,
+    },
+    Group {
+        kind: String,
+        count: u64,
+        bytes: u64,
+        low: u64,
+        high: u64,
+    },
 }
 
 /// Blockers as people can read them: every one when there are few (or `all`); else the largest
@@ -411,11 +533,21 @@ pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine>
     const FEW: usize = 8;
     const LARGEST: usize = 5;
     if all || blocking.len() <= FEW {
-        return blocking.iter().map(|allocation| BlockerLine::One { allocation: allocation.clone() }).collect();
+        return blocking
+            .iter()
+            .map(|allocation| BlockerLine::One {
+                allocation: allocation.clone(),
+            })
+            .collect();
     }
     let mut by_size: Vec<&AllocationInfo> = blocking.iter().collect();
     by_size.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.offset.cmp(&b.offset)));
-    let mut lines: Vec<BlockerLine> = by_size[..LARGEST].iter().map(|allocation| BlockerLine::One { allocation: (*allocation).clone() }).collect();
+    let mut lines: Vec<BlockerLine> = by_size[..LARGEST]
+        .iter()
+        .map(|allocation| BlockerLine::One {
+            allocation: (*allocation).clone(),
+        })
+        .collect();
     let mut groups: Vec<(String, u64, u64, u64, u64)> = Vec::new();
     for allocation in &by_size[LARGEST..] {
         match groups.iter_mut().find(|group| group.0 == allocation.kind) {
@@ -425,11 +557,27 @@ pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine>
                 group.3 = group.3.min(allocation.offset);
                 group.4 = group.4.max(allocation.range().end());
             }
-            None => groups.push((allocation.kind.clone(), 1, allocation.size, allocation.offset, allocation.range().end())),
+            None => groups.push((
+                allocation.kind.clone(),
+                1,
+                allocation.size,
+                allocation.offset,
+                allocation.range().end(),
+            )),
         }
     }
     groups.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
-    lines.extend(groups.into_iter().map(|(kind, count, bytes, low, high)| BlockerLine::Group { kind, count, bytes, low, high }));
+    lines.extend(
+        groups
+            .into_iter()
+            .map(|(kind, count, bytes, low, high)| BlockerLine::Group {
+                kind,
+                count,
+                bytes,
+                low,
+                high,
+            }),
+    );
     lines
 }
 

@@ -21,7 +21,9 @@ fn align_down(value: u64, alignment: u64) -> u64 {
 }
 
 fn align_up(value: u64, alignment: u64) -> Option<u64> {
-    value.checked_add(alignment - 1).map(|value| value / alignment * alignment)
+    value
+        .checked_add(alignment - 1)
+        .map(|value| value / alignment * alignment)
 }
 
 /// Blocked bytes in `[0, x)`, given merged sorted ranges and the prefix sums of their sizes.
@@ -37,7 +39,12 @@ fn covered(blocked: &[Range], prefix: &[u64], x: u64) -> u64 {
 
 /// The cheapest aligned window of `size` bytes in `[0, capacity)`, where `blocked` is merged
 /// (sorted, disjoint). `None` when the request is larger than the memory.
-pub fn cheapest_window(capacity: u64, blocked: &[Range], size: u64, alignment: u64) -> Option<Window> {
+pub fn cheapest_window(
+    capacity: u64,
+    blocked: &[Range],
+    size: u64,
+    alignment: u64,
+) -> Option<Window> {
     let alignment = alignment.max(1);
     if size == 0 || size > capacity {
         return None;
@@ -49,7 +56,8 @@ pub fn cheapest_window(capacity: u64, blocked: &[Range], size: u64, alignment: u
         prefix.push(total);
         total += range.size;
     }
-    let cost = |start: u64| covered(blocked, &prefix, start + size) - covered(blocked, &prefix, start);
+    let cost =
+        |start: u64| covered(blocked, &prefix, start + size) - covered(blocked, &prefix, start);
     let mut corners: Vec<i128> = vec![0, i128::from(last_start)];
     for range in blocked {
         let (start, end) = (i128::from(range.offset), i128::from(range.end()));
@@ -61,7 +69,13 @@ pub fn cheapest_window(capacity: u64, blocked: &[Range], size: u64, alignment: u
             continue;
         }
         let corner = corner as u64;
-        for start in [Some(align_down(corner, alignment)), align_up(corner, alignment)].into_iter().flatten() {
+        for start in [
+            Some(align_down(corner, alignment)),
+            align_up(corner, alignment),
+        ]
+        .into_iter()
+        .flatten()
+        {
             if start > last_start {
                 continue;
             }
@@ -71,7 +85,11 @@ pub fn cheapest_window(capacity: u64, blocked: &[Range], size: u64, alignment: u
                 Some(current) => (blocked_bytes, start) < (current.blocked_bytes, current.offset),
             };
             if better {
-                best = Some(Window { offset: start, size, blocked_bytes });
+                best = Some(Window {
+                    offset: start,
+                    size,
+                    blocked_bytes,
+                });
             }
         }
     }
@@ -96,7 +114,11 @@ mod tests {
                 })
                 .sum();
             if best.is_none_or(|current| cost < current.blocked_bytes) {
-                best = Some(Window { offset: start, size, blocked_bytes: cost });
+                best = Some(Window {
+                    offset: start,
+                    size,
+                    blocked_bytes: cost,
+                });
             }
             start += alignment;
         }
@@ -117,7 +139,10 @@ mod tests {
             let ranges: Vec<Range> = (0..below(8))
                 .map(|_| {
                     let offset = below(capacity);
-                    Range { offset, size: 1 + below((capacity - offset).min(40)) }
+                    Range {
+                        offset,
+                        size: 1 + below((capacity - offset).min(40)),
+                    }
                 })
                 .collect();
             let blocked = merge(ranges);
@@ -136,12 +161,31 @@ mod tests {
         // small.json's GPU memory: valid [0,262144), [458752,524288), [819200,823296);
         // pending_alloc [524288,655360). A 300000-byte request aligned to 512.
         let blocked = merge([
-            Range { offset: 0, size: 262144 },
-            Range { offset: 458752, size: 65536 },
-            Range { offset: 524288, size: 131072 },
-            Range { offset: 819200, size: 4096 },
+            Range {
+                offset: 0,
+                size: 262144,
+            },
+            Range {
+                offset: 458752,
+                size: 65536,
+            },
+            Range {
+                offset: 524288,
+                size: 131072,
+            },
+            Range {
+                offset: 819200,
+                size: 4096,
+            },
         ]);
         let window = cheapest_window(1048576, &blocked, 300000, 512).unwrap();
-        assert_eq!(window, Window { offset: 655360, size: 300000, blocked_bytes: 4096 });
+        assert_eq!(
+            window,
+            Window {
+                offset: 655360,
+                size: 300000,
+                blocked_bytes: 4096
+            }
+        );
     }
 }

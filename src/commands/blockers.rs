@@ -16,7 +16,16 @@ use crate::cli::BlockersArgs;
 
 /// Allocations as rows.
 pub(super) fn allocation_table(allocations: &[AllocationInfo]) -> Table {
-    let columns = ["uid", "kind", "state", "offset", "size", "provenance", "label", "objects"];
+    let columns = [
+        "uid",
+        "kind",
+        "state",
+        "offset",
+        "size",
+        "provenance",
+        "label",
+        "objects",
+    ];
     let rows = allocations
         .iter()
         .map(|allocation| {
@@ -32,26 +41,57 @@ pub(super) fn allocation_table(allocations: &[AllocationInfo]) -> Table {
             ]
         })
         .collect();
-    Table::new(columns.iter().map(|column| column.to_string()).collect(), rows)
+    Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    )
 }
 
 /// A window as people read it: `0xa0000-0xe0000 (256 KiB at 640 KiB)`.
 pub(super) fn window_text(offset: u64, end: u64) -> String {
-    format!("{}-{} ({} at {})", hex_offset(offset as i64), hex_offset(end as i64), human(end - offset), human(offset))
+    format!(
+        "{}-{} ({} at {})",
+        hex_offset(offset as i64),
+        hex_offset(end as i64),
+        human(end - offset),
+        human(offset)
+    )
 }
 
 /// The cheapest place and its blockers, for people: small ones grouped unless `all`.
-pub(super) fn describe_blockers(blockers: &Blockers, all: bool, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+pub(super) fn describe_blockers(
+    blockers: &Blockers,
+    all: bool,
+    style: &Style,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     writeln!(
         out,
         "  cheapest place  {}: {} of it cannot be freed by collection ({} in the way{})",
         window_text(blockers.offset, blockers.end()),
         human(blockers.blocked_bytes),
         counted(blockers.blocking.len() as u64, "allocation"),
-        if blockers.unaccounted_bytes > 0 { format!(", {} held by the allocator", human(blockers.unaccounted_bytes)) } else { String::new() }
+        if blockers.unaccounted_bytes > 0 {
+            format!(
+                ", {} held by the allocator",
+                human(blockers.unaccounted_bytes)
+            )
+        } else {
+            String::new()
+        }
     )?;
     if !blockers.blocking.is_empty() {
-        writeln!(out, "  moving or freeing {} opens {} contiguous ({} bytes)", if blockers.blocking.len() == 1 { "it" } else { "them" }, human(blockers.opens), blockers.opens)?;
+        writeln!(
+            out,
+            "  moving or freeing {} opens {} contiguous ({} bytes)",
+            if blockers.blocking.len() == 1 {
+                "it"
+            } else {
+                "them"
+            },
+            human(blockers.opens),
+            blockers.opens
+        )?;
         writeln!(out, "  blocking allocations:")?;
         let lines = analysis::blocker_lines(&blockers.blocking, all);
         let singles: Vec<AllocationInfo> = lines
@@ -63,20 +103,51 @@ pub(super) fn describe_blockers(blockers: &Blockers, all: bool, style: &Style, o
             .collect();
         // The table indented under its heading, fitted to what is left of the width.
         let mut table = Vec::new();
-        let narrower = Style { width: style.width.map(|width| width.saturating_sub(4).max(40)), ..style.clone() };
-        emit(&Report::table(allocation_table(&singles)), Format::Table, &narrower, &mut table)?;
+        let narrower = Style {
+            width: style.width.map(|width| width.saturating_sub(4).max(40)),
+            ..style.clone()
+        };
+        emit(
+            &Report::table(allocation_table(&singles)),
+            Format::Table,
+            &narrower,
+            &mut table,
+        )?;
         for line in String::from_utf8_lossy(&table).lines() {
             writeln!(out, "    {line}")?;
         }
         for line in &lines {
-            if let BlockerLine::Group { kind, count, bytes, low, high } = line {
-                writeln!(out, "    and {count} more {}, {}, between {} and {} (--all lists them)", visible(&plural_kind(kind, *count)), human(*bytes), hex_offset(*low as i64), hex_offset(*high as i64))?;
+            if let BlockerLine::Group {
+                kind,
+                count,
+                bytes,
+                low,
+                high,
+            } = line
+            {
+                writeln!(
+                    out,
+                    "    and {count} more {}, {}, between {} and {} (--all lists them)",
+                    visible(&plural_kind(kind, *count)),
+                    human(*bytes),
+                    hex_offset(*low as i64),
+                    hex_offset(*high as i64)
+                )?;
             }
         }
     }
     if !blockers.to_collect.is_empty() {
-        let bytes: u64 = blockers.to_collect.iter().map(|allocation| allocation.size).sum();
-        writeln!(out, "  also in that place, freed by collection or pending releases: {}, {}", counted(blockers.to_collect.len() as u64, "allocation"), human(bytes))?;
+        let bytes: u64 = blockers
+            .to_collect
+            .iter()
+            .map(|allocation| allocation.size)
+            .sum();
+        writeln!(
+            out,
+            "  also in that place, freed by collection or pending releases: {}, {}",
+            counted(blockers.to_collect.len() as u64, "allocation"),
+            human(bytes)
+        )?;
     }
     Ok(())
 }
@@ -85,7 +156,9 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     let conn = &database.conn;
     let mut found: Vec<(Layout, Option<Blockers>)> = Vec::new();
-    for (snapshot_id, memory_id) in select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())? {
+    for (snapshot_id, memory_id) in
+        select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?
+    {
         let layout = load::layout(conn, snapshot_id, memory_id)?;
         let alignment = args.alignment.or(layout.alignment).unwrap_or(1).max(1);
         let blockers = analysis::blockers(&layout, args.size, alignment);
@@ -96,20 +169,37 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         Some(path) => {
             let mut frames: Vec<html::Frame> = Vec::new();
             for (layout, _) in &found {
-                match frames.iter_mut().find(|frame| frame.snapshot_id == layout.snapshot_id) {
+                match frames
+                    .iter_mut()
+                    .find(|frame| frame.snapshot_id == layout.snapshot_id)
+                {
                     Some(frame) => frame.layouts.push(layout.clone()),
                     None => frames.push(html::Frame {
                         snapshot_id: layout.snapshot_id,
-                        label: format!("{} node {} seq {} (snapshot {})", layout.run, layout.node, layout.seq, layout.snapshot_id),
+                        label: format!(
+                            "{} node {} seq {} (snapshot {})",
+                            layout.run, layout.node, layout.seq, layout.snapshot_id
+                        ),
                         layouts: vec![layout.clone()],
                     }),
                 }
             }
-            let marked = found.iter().map(|(layout, blockers)| map::marked_request(layout, args.size, blockers.as_ref())).collect();
-            let focus = found.first().map(|(layout, _)| (layout.handle.clone(), layout.snapshot_id));
-            let parts = map::PageParts { frames, marked, histories: Vec::new(), focus };
+            let marked = found
+                .iter()
+                .map(|(layout, blockers)| map::marked_request(layout, args.size, blockers.as_ref()))
+                .collect();
+            let focus = found
+                .first()
+                .map(|(layout, _)| (layout.handle.clone(), layout.snapshot_id));
+            let parts = map::PageParts {
+                frames,
+                marked,
+                histories: Vec::new(),
+                focus,
+            };
             let title = format!("memstate: where a request of {} would go", human(args.size));
-            std::fs::write(path, parts.render(&title).as_bytes()).map_err(|error| memstate::Error::write(path, error))?;
+            std::fs::write(path, parts.render(&title).as_bytes())
+                .map_err(|error| memstate::Error::write(path, error))?;
             Some(map::file_url(path))
         }
         None => None,
@@ -117,14 +207,34 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
     let links: Vec<String> = found
         .iter()
         .map(|(layout, blockers)| {
-            let fragment = map::fragment(&layout.handle, layout.snapshot_id, blockers.as_ref().map(|blockers| (blockers.offset, blockers.end())), layout.capacity);
+            let fragment = map::fragment(
+                &layout.handle,
+                layout.snapshot_id,
+                blockers
+                    .as_ref()
+                    .map(|blockers| (blockers.offset, blockers.end())),
+                layout.capacity,
+            );
             match &url {
                 Some(url) => format!("{url}{fragment}"),
                 None => format!("add --html map.html, then open map.html{fragment}"),
             }
         })
         .collect();
-    let columns = ["snapshot_id", "run", "node", "seq", "handle", "size", "alignment", "window_offset", "blocked_bytes", "opens", "blockers", "map_link"];
+    let columns = [
+        "snapshot_id",
+        "run",
+        "node",
+        "seq",
+        "handle",
+        "size",
+        "alignment",
+        "window_offset",
+        "blocked_bytes",
+        "opens",
+        "blockers",
+        "map_link",
+    ];
     let rows = found
         .iter()
         .zip(&links)
@@ -140,12 +250,17 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.offset)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.blocked_bytes)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.opens)),
-                blockers.as_ref().map_or(Cell::Null, |blockers| Cell::Json(serde_json::to_value(blockers).unwrap_or_default())),
+                blockers.as_ref().map_or(Cell::Null, |blockers| {
+                    Cell::Json(serde_json::to_value(blockers).unwrap_or_default())
+                }),
                 Cell::text(link.clone()),
             ]
         })
         .collect();
-    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), rows);
+    let table = Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    );
     let report = Report::told(table, |out, style| {
         for ((layout, blockers), link) in found.iter().zip(&links) {
             writeln!(
@@ -162,7 +277,11 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
             )?;
             match blockers {
                 Some(blockers) => describe_blockers(blockers, args.all, style, out)?,
-                None => writeln!(out, "  larger than the whole memory ({})", human(layout.capacity))?,
+                None => writeln!(
+                    out,
+                    "  larger than the whole memory ({})",
+                    human(layout.capacity)
+                )?,
             }
             writeln!(out, "  map             {}", visible(link))?;
             writeln!(out)?;

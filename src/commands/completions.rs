@@ -16,7 +16,9 @@ pub fn completions(args: &CompletionsArgs) -> Result<u8> {
 
 pub fn man() -> Result<u8> {
     let mut out = io::stdout().lock();
-    clap_mangen::Man::new(Cli::command()).render(&mut out).map_err(Error::Output)?;
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .map_err(Error::Output)?;
     out.flush().map_err(Error::Output)?;
     Ok(0)
 }

@@ -13,18 +13,31 @@ use crate::cli::DatasetteArgs;
 pub fn run(db_path: &Path, args: &DatasetteArgs) -> Result<u8> {
     let name = match &args.database {
         Some(name) => name.clone(),
-        None => db_path.file_stem().map(|stem| stem.to_string_lossy().into_owned()).unwrap_or_else(|| "memstate".to_string()),
+        None => db_path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "memstate".to_string()),
     };
     let metadata = datasette::metadata(&name, &db::storage_tables());
-    let text = serde_json::to_string_pretty(&metadata).map_err(|error| Error::Internal { file: String::new(), message: error.to_string() })? + "\n";
+    let text = serde_json::to_string_pretty(&metadata).map_err(|error| Error::Internal {
+        file: String::new(),
+        message: error.to_string(),
+    })? + "\n";
     match &args.out {
         Some(path) => {
             std::fs::write(path, text.as_bytes()).map_err(|error| Error::write(path, error))?;
-            eprintln!("wrote {} (serve with: datasette {} -m {})", visible(&path.display().to_string()), visible(&db_path.display().to_string()), visible(&path.display().to_string()));
+            eprintln!(
+                "wrote {} (serve with: datasette {} -m {})",
+                visible(&path.display().to_string()),
+                visible(&db_path.display().to_string()),
+                visible(&path.display().to_string())
+            );
         }
         None => {
             let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes()).and_then(|_| out.flush()).map_err(Error::Output)?;
+            out.write_all(text.as_bytes())
+                .and_then(|_| out.flush())
+                .map_err(Error::Output)?;
         }
     }
     Ok(0)

@@ -1,7 +1,6 @@
 //! `memstate demo`: simulate a run that ends in an out-of-memory error, import it, and tell what
 //! happened: the OOM report, the failed memory's trend, the map and the chart, and what to try next.
 
-
 use memstate::ingest::{self, IngestOptions};
 use memstate::query::{listing, select, Cell, Report, Table};
 use memstate::units::visible;
@@ -14,7 +13,10 @@ use crate::cli::{DemoArgs, FormatArg};
 /// How to run memstate again from here: `memstate` when installed, else the cargo command that
 /// built this binary (after `cargo run` the binary is not on the PATH).
 fn invocation() -> String {
-    let exe = std::env::current_exe().ok().map(|path| path.display().to_string()).unwrap_or_default();
+    let exe = std::env::current_exe()
+        .ok()
+        .map(|path| path.display().to_string())
+        .unwrap_or_default();
     if exe.contains("/target/release/") {
         "cargo run --release --".to_string()
     } else if exe.contains("/target/debug/") {
@@ -29,8 +31,15 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
     let db_path = args.dir.join("memstate.db");
     // The run happens now, so a dashboard's default time range (the last hours) shows it; run
     // again, the demo replaces its earlier run.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(sim::DEFAULT_WALL_START, |elapsed| elapsed.as_secs() as i64);
-    let config = sim::Config { seed: args.seed, run_id: format!("demo-seed{}", args.seed), wall_start_unix: now, ..Default::default() };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(sim::DEFAULT_WALL_START, |elapsed| elapsed.as_secs() as i64);
+    let config = sim::Config {
+        seed: args.seed,
+        run_id: format!("demo-seed{}", args.seed),
+        wall_start_unix: now,
+        ..Default::default()
+    };
     let simulated = sim::simulate(&config, &dumps, &mut |_| {})?;
     say(&[format!(
         "Simulated run {}: {} nodes x {} GPUs, {} steps, {} dumps ({} allocations) written to {}",
@@ -43,46 +52,93 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
         visible(&dumps.display().to_string())
     )])?;
     let mut database = db::open(&db_path)?;
-    let summary = ingest::import(&mut database, &[dumps.display().to_string()], IngestOptions { replace: true, ..IngestOptions::default() }, &mut |_| {})?;
+    let summary = ingest::import(
+        &mut database,
+        &[dumps.display().to_string()],
+        IngestOptions {
+            replace: true,
+            ..IngestOptions::default()
+        },
+        &mut |_| {},
+    )?;
     say(&[format!(
         "Imported {} dumps ({} allocations){}{} into {}",
         summary.imported + summary.replaced,
         summary.allocations,
-        if summary.replaced > 0 { format!(", {} of them replacing the previous demo run's", summary.replaced) } else { String::new() },
-        if summary.unchanged > 0 { format!(", {} unchanged since the previous demo run", summary.unchanged) } else { String::new() },
+        if summary.replaced > 0 {
+            format!(
+                ", {} of them replacing the previous demo run's",
+                summary.replaced
+            )
+        } else {
+            String::new()
+        },
+        if summary.unchanged > 0 {
+            format!(
+                ", {} unchanged since the previous demo run",
+                summary.unchanged
+            )
+        } else {
+            String::new()
+        },
         visible(&db_path.display().to_string())
     )])?;
     if summary.refused > 0 {
-        return Err(Error::Internal { file: dumps.display().to_string(), message: format!("{} simulated dumps were refused", summary.refused) });
+        return Err(Error::Internal {
+            file: dumps.display().to_string(),
+            message: format!("{} simulated dumps were refused", summary.refused),
+        });
     }
     database.finish()?;
     let database = db::open_read_only(&db_path)?;
     let conn = &database.conn;
-    let mut stories: Vec<_> = oom::stories(conn, &select::oom_snapshots(conn, None)?)?.into_iter().filter(|story| story.finding.run == config.run_id).collect();
+    let mut stories: Vec<_> = oom::stories(conn, &select::oom_snapshots(conn, None)?)?
+        .into_iter()
+        .filter(|story| story.finding.run == config.run_id)
+        .collect();
     // The map of the failure, with the failed memory's history, so the report can link into it.
     let map_path = args.dir.join("map.html");
     let parts = map::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
     if !parts.frames.is_empty() {
-        let page = parts.render(&format!("memstate map of run {}: the out-of-memory error", config.run_id));
+        let page = parts.render(&format!(
+            "memstate map of run {}: the out-of-memory error",
+            config.run_id
+        ));
         std::fs::write(&map_path, page).map_err(|error| Error::write(&map_path, error))?;
         oom::link_stories(&mut stories, &map::file_url(&map_path));
     }
     say(&[String::new()])?;
-    Printer::with_format(FormatArg::Table).print(&Report::told(oom::story_table(&stories), |out, style| {
-        for story in &stories {
-            oom::describe_story(story, false, style, out)?;
-            writeln!(out)?;
-        }
-        Ok(())
-    }))?;
+    Printer::with_format(FormatArg::Table).print(&Report::told(
+        oom::story_table(&stories),
+        |out, style| {
+            for story in &stories {
+                oom::describe_story(story, false, style, out)?;
+                writeln!(out)?;
+            }
+            Ok(())
+        },
+    ))?;
     let Some(finding) = stories.first().map(|story| &story.finding) else {
         say(&["(this seed ended without an out-of-memory error)".to_string()])?;
         return Ok(0);
     };
     // The failed memory's figures over the node's last snapshots.
     let trend = listing::trend_table(conn, Some(&finding.handle), Some(&config.run_id))?;
-    let wanted = ["node", "seq", "time_s", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"];
-    let indices: Vec<usize> = wanted.iter().filter_map(|name| trend.column(name)).collect();
+    let wanted = [
+        "node",
+        "seq",
+        "time_s",
+        "used_bytes",
+        "free_bytes",
+        "hole_count",
+        "largest_hole",
+        "fragmentation",
+        "largest_reclaimable",
+    ];
+    let indices: Vec<usize> = wanted
+        .iter()
+        .filter_map(|name| trend.column(name))
+        .collect();
     let node_column = trend.column("node");
     let rows: Vec<Vec<Cell>> = trend
         .rows
@@ -90,16 +146,37 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
         .filter(|row| node_column.is_some_and(|index| row[index] == Cell::Integer(finding.node)))
         .map(|row| indices.iter().map(|&index| row[index].clone()).collect())
         .collect();
-    let shown: Vec<Vec<Cell>> = rows.iter().skip(rows.len().saturating_sub(8)).cloned().collect();
+    let shown: Vec<Vec<Cell>> = rows
+        .iter()
+        .skip(rows.len().saturating_sub(8))
+        .cloned()
+        .collect();
     let table = Table::new(wanted.iter().map(|name| name.to_string()).collect(), shown);
-    say(&[format!("Fragmentation trend of {} on node {} (last {} snapshots):", finding.handle, finding.node, table.rows.len())])?;
+    say(&[format!(
+        "Fragmentation trend of {} on node {} (last {} snapshots):",
+        finding.handle,
+        finding.node,
+        table.rows.len()
+    )])?;
     Printer::with_format(FormatArg::Table).print(&Report::table(table))?;
     say(&[String::new()])?;
     // The pictures: the memory map of the run's last snapshots and the fragmentation trend.
     let plot_path = args.dir.join("fragmentation.svg");
     let gpus = select::run_memory_ids(conn, &config.run_id, Some("GPU_FB_MEM"))?;
-    let (series, ooms) = memstate::query::load::trend_series(conn, &config.run_id, Some(&gpus), plot::Metric::Fragmentation.column(), plot::XAxis::Time.column())?;
-    let svg = plot::render_svg(&config.run_id, &series, &ooms, plot::Metric::Fragmentation, plot::XAxis::Time)?;
+    let (series, ooms) = memstate::query::load::trend_series(
+        conn,
+        &config.run_id,
+        Some(&gpus),
+        plot::Metric::Fragmentation.column(),
+        plot::XAxis::Time.column(),
+    )?;
+    let svg = plot::render_svg(
+        &config.run_id,
+        &series,
+        &ooms,
+        plot::Metric::Fragmentation,
+        plot::XAxis::Time,
+    )?;
     std::fs::write(&plot_path, svg).map_err(|error| Error::write(&plot_path, error))?;
     say(&[
         format!(

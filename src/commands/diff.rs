@@ -11,7 +11,17 @@ use crate::cli::DiffArgs;
 
 /// One row per change.
 fn change_table(changes: &[Change]) -> Table {
-    let columns = ["change", "handle", "uid", "kind", "provenance", "size", "offset", "state_before", "state_after"];
+    let columns = [
+        "change",
+        "handle",
+        "uid",
+        "kind",
+        "provenance",
+        "size",
+        "offset",
+        "state_before",
+        "state_after",
+    ];
     let rows = changes
         .iter()
         .map(|change| {
@@ -28,7 +38,10 @@ fn change_table(changes: &[Change]) -> Table {
             ]
         })
         .collect();
-    Table::new(columns.iter().map(|column| column.to_string()).collect(), rows)
+    Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    )
 }
 
 pub fn run(db_path: &Path, args: &DiffArgs) -> Result<u8> {
@@ -37,9 +50,13 @@ pub fn run(db_path: &Path, args: &DiffArgs) -> Result<u8> {
     let before = select::one_snapshot(conn, &args.before)?;
     let after = select::one_snapshot(conn, &args.after)?;
     // What the two snapshots share unchanged cannot differ: each side leaves it out.
-    let changes = analysis::diff(&load::placed(conn, before, Some(after))?, &load::placed(conn, after, Some(before))?);
-    let report = Report::table(change_table(&changes))
-        .when_empty(format!("no allocation appeared, disappeared or changed between snapshots {before} and {after}"));
+    let changes = analysis::diff(
+        &load::placed(conn, before, Some(after))?,
+        &load::placed(conn, after, Some(before))?,
+    );
+    let report = Report::table(change_table(&changes)).when_empty(format!(
+        "no allocation appeared, disappeared or changed between snapshots {before} and {after}"
+    ));
     Printer::new(&args.output).print(&report)?;
     Ok(0)
 }

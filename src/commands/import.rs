@@ -12,8 +12,8 @@ use indicatif::ProgressBar;
 use memstate::dump::read::Limits;
 use memstate::follow::{FollowEvent, FollowOptions};
 use memstate::ingest::{self, ImportEvent, ImportSummary, IngestOptions};
-use memstate::units::visible;
 use memstate::query::{Cell, Report, Table};
+use memstate::units::visible;
 use memstate::{db, Result};
 
 use super::{error_line, progress_bar, Printer};
@@ -37,12 +37,33 @@ fn show_events(bar: &ProgressBar) -> impl FnMut(ImportEvent) + '_ {
 }
 
 fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
-    IngestOptions { strict: args.strict, replace, limits: Limits { max_dump_size: args.max_dump_size } }
+    IngestOptions {
+        strict: args.strict,
+        replace,
+        limits: Limits {
+            max_dump_size: args.max_dump_size,
+        },
+    }
 }
 
 /// The summary: one row for programs, one line for people.
-fn summary_report<'r>(summary: &'r ImportSummary, verb: &'r str, db: Option<&'r Path>) -> Report<'r> {
-    let columns = ["inputs", "imported", "replaced", "unchanged", "refused", "annotations", "allocations", "ignored_files", "skipped", "seconds"];
+fn summary_report<'r>(
+    summary: &'r ImportSummary,
+    verb: &'r str,
+    db: Option<&'r Path>,
+) -> Report<'r> {
+    let columns = [
+        "inputs",
+        "imported",
+        "replaced",
+        "unchanged",
+        "refused",
+        "annotations",
+        "allocations",
+        "ignored_files",
+        "skipped",
+        "seconds",
+    ];
     let row = vec![
         Cell::count(summary.inputs),
         Cell::count(summary.imported),
@@ -55,44 +76,89 @@ fn summary_report<'r>(summary: &'r ImportSummary, verb: &'r str, db: Option<&'r 
         Cell::count(summary.skipped),
         Cell::Real(summary.seconds),
     ];
-    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    let table = Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        vec![row],
+    );
     Report::told(table, move |out, _| {
-        let mut line = format!("{verb} {} dumps ({} allocations)", summary.imported + summary.replaced, summary.allocations);
+        let mut line = format!(
+            "{verb} {} dumps ({} allocations)",
+            summary.imported + summary.replaced,
+            summary.allocations
+        );
         if summary.replaced > 0 {
-            line.push_str(&format!(", {} of them replacing earlier ones", summary.replaced));
+            line.push_str(&format!(
+                ", {} of them replacing earlier ones",
+                summary.replaced
+            ));
         }
-        line.push_str(&format!(", {} unchanged (skipped), {} refused", summary.unchanged, summary.refused));
+        line.push_str(&format!(
+            ", {} unchanged (skipped), {} refused",
+            summary.unchanged, summary.refused
+        ));
         if summary.annotations > 0 {
             line.push_str(&format!(", {} annotations files", summary.annotations));
         }
         if summary.ignored_files > 0 {
-            line.push_str(&format!(", {} non-dump files ignored", summary.ignored_files));
+            line.push_str(&format!(
+                ", {} non-dump files ignored",
+                summary.ignored_files
+            ));
         }
         if summary.skipped > 0 {
-            line.push_str(&format!(", {} entries skipped (not regular files, or links to folders)", summary.skipped));
+            line.push_str(&format!(
+                ", {} entries skipped (not regular files, or links to folders)",
+                summary.skipped
+            ));
         }
-        line.push_str(&format!(" from {} inputs in {:.2} s", summary.inputs, summary.seconds));
+        line.push_str(&format!(
+            " from {} inputs in {:.2} s",
+            summary.inputs, summary.seconds
+        ));
         if let Some(path) = db {
-            line.push_str(&format!(" into {}", memstate::units::visible(&path.display().to_string())));
+            line.push_str(&format!(
+                " into {}",
+                memstate::units::visible(&path.display().to_string())
+            ));
         }
         writeln!(out, "{line}")
     })
 }
 
 /// The live status line of --follow: counts, and the latest snapshot of each node.
-fn follow_status(summary: &ImportSummary, latest: &BTreeMap<(String, i64), i64>, last: Option<&(String, i64, i64, Instant)>) -> String {
-    let mut nodes: Vec<String> = latest.iter().take(8).map(|((run, node), seq)| format!("{} n{node} seq {seq}", visible(run))).collect();
+fn follow_status(
+    summary: &ImportSummary,
+    latest: &BTreeMap<(String, i64), i64>,
+    last: Option<&(String, i64, i64, Instant)>,
+) -> String {
+    let mut nodes: Vec<String> = latest
+        .iter()
+        .take(8)
+        .map(|((run, node), seq)| format!("{} n{node} seq {seq}", visible(run)))
+        .collect();
     if latest.len() > 8 {
         nodes.push(format!("{} more", latest.len() - 8));
     }
-    let last = last.map(|(run, node, seq, when)| format!(" · last {} n{node} seq {seq}, {:.0} s ago", visible(run), when.elapsed().as_secs_f64())).unwrap_or_default();
+    let last = last
+        .map(|(run, node, seq, when)| {
+            format!(
+                " · last {} n{node} seq {seq}, {:.0} s ago",
+                visible(run),
+                when.elapsed().as_secs_f64()
+            )
+        })
+        .unwrap_or_default();
     format!(
         "{} dumps ({} new), {} allocations, {} refused{last}{}",
         summary.imported + summary.replaced + summary.unchanged,
         summary.imported + summary.replaced,
         summary.allocations,
         summary.refused,
-        if nodes.is_empty() { String::new() } else { format!(" · latest by node: {}", nodes.join(", ")) }
+        if nodes.is_empty() {
+            String::new()
+        } else {
+            format!(" · latest by node: {}", nodes.join(", "))
+        }
     )
 }
 
@@ -100,29 +166,58 @@ fn follow_status(summary: &ImportSummary, latest: &BTreeMap<(String, i64), i64>,
 fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
-    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst))
-        .map_err(|error| memstate::Error::Usage(format!("cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}")))?;
+    ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)).map_err(|error| {
+        memstate::Error::Usage(format!(
+            "cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}"
+        ))
+    })?;
     let mut database = db::open(db_path)?;
     // wide_msg: the line is cut to the terminal's width, never wrapped.
     let bar = progress_bar(args.read.quiet, "{spinner} {prefix} · {wide_msg}");
     let mut last_landed: Option<(String, i64, i64, Instant)> = None;
-    let options = FollowOptions { ingest: options(&args.read, args.replace), interval: args.interval, settle: args.settle, events: !args.poll };
-    let summary = memstate::follow::follow(&mut database, &args.read.paths, options, &stop, &mut |event| match event {
-        FollowEvent::Watching { how } => {
-            let paths = if args.read.paths.len() == 1 { "1 path".to_string() } else { format!("{} paths", args.read.paths.len()) };
-            bar.set_prefix(format!("following {paths} (Ctrl-C stops)"));
-            if bar.is_hidden() && !args.read.quiet {
-                eprintln!("following {} by {how}; Ctrl-C or SIGTERM stops", args.read.paths.join(" "));
+    let options = FollowOptions {
+        ingest: options(&args.read, args.replace),
+        interval: args.interval,
+        settle: args.settle,
+        events: !args.poll,
+    };
+    let summary = memstate::follow::follow(
+        &mut database,
+        &args.read.paths,
+        options,
+        &stop,
+        &mut |event| match event {
+            FollowEvent::Watching { how } => {
+                let paths = if args.read.paths.len() == 1 {
+                    "1 path".to_string()
+                } else {
+                    format!("{} paths", args.read.paths.len())
+                };
+                bar.set_prefix(format!("following {paths} (Ctrl-C stops)"));
+                if bar.is_hidden() && !args.read.quiet {
+                    eprintln!(
+                        "following {} by {how}; Ctrl-C or SIGTERM stops",
+                        args.read.paths.join(" ")
+                    );
+                }
             }
-        }
-        FollowEvent::Landed { run, node, seq, .. } => last_landed = Some((run.to_string(), node, seq, Instant::now())),
-        FollowEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
-        FollowEvent::Scanned { summary, latest } => bar.set_message(follow_status(summary, latest, last_landed.as_ref())),
-    });
+            FollowEvent::Landed { run, node, seq, .. } => {
+                last_landed = Some((run.to_string(), node, seq, Instant::now()))
+            }
+            FollowEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
+            FollowEvent::Scanned { summary, latest } => {
+                bar.set_message(follow_status(summary, latest, last_landed.as_ref()))
+            }
+        },
+    );
     bar.finish_and_clear();
     let summary = summary?;
     database.finish()?;
-    Printer::with_format(args.read.format).print(&summary_report(&summary, "followed: imported", Some(db_path)))?;
+    Printer::with_format(args.read.format).print(&summary_report(
+        &summary,
+        "followed: imported",
+        Some(db_path),
+    ))?;
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }
 
@@ -132,17 +227,30 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     }
     let mut database = db::open(db_path)?;
     let bar = progress_bar(args.read.quiet, BAR);
-    let summary = ingest::import(&mut database, &args.read.paths, options(&args.read, args.replace), &mut show_events(&bar));
+    let summary = ingest::import(
+        &mut database,
+        &args.read.paths,
+        options(&args.read, args.replace),
+        &mut show_events(&bar),
+    );
     bar.finish_and_clear();
     let summary = summary?;
     database.finish()?;
-    Printer::with_format(args.read.format).print(&summary_report(&summary, "imported", Some(db_path)))?;
+    Printer::with_format(args.read.format).print(&summary_report(
+        &summary,
+        "imported",
+        Some(db_path),
+    ))?;
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }
 
 pub fn validate(args: &ValidateArgs) -> Result<u8> {
     let bar = progress_bar(args.read.quiet, BAR);
-    let summary = ingest::validate(&args.read.paths, options(&args.read, false), &mut show_events(&bar));
+    let summary = ingest::validate(
+        &args.read.paths,
+        options(&args.read, false),
+        &mut show_events(&bar),
+    );
     bar.finish_and_clear();
     let summary = summary?;
     Printer::with_format(args.read.format).print(&summary_report(&summary, "valid:", None))?;

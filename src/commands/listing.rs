@@ -11,12 +11,19 @@ use super::Printer;
 use crate::cli::{AllocationsArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
 
 /// A listing of one run (or all): the run checked, the table printed.
-fn run_listing(db_path: &Path, args: &RunArgs, listing: fn(&rusqlite::Connection, Option<&str>) -> Result<Table>) -> Result<u8> {
+fn run_listing(
+    db_path: &Path,
+    args: &RunArgs,
+    listing: fn(&rusqlite::Connection, Option<&str>) -> Result<Table>,
+) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     if let Some(run) = &args.run {
         select::check_run(&database.conn, run)?;
     }
-    Printer::new(&args.output).print(&Report::table(listing(&database.conn, args.run.as_deref())?))?;
+    Printer::new(&args.output).print(&Report::table(listing(
+        &database.conn,
+        args.run.as_deref(),
+    )?))?;
     Ok(0)
 }
 
@@ -30,8 +37,15 @@ pub fn memories(db_path: &Path, args: &RunArgs) -> Result<u8> {
 
 pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
-    let pairs = select::pairs(&database.conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
-    Printer::new(&args.output).print(&Report::table(listing::stats_table(&database.conn, &pairs)?))?;
+    let pairs = select::pairs(
+        &database.conn,
+        &args.snapshot.snapshot,
+        args.memory.memory.as_deref(),
+    )?;
+    Printer::new(&args.output).print(&Report::table(listing::stats_table(
+        &database.conn,
+        &pairs,
+    )?))?;
     Ok(0)
 }
 
@@ -41,7 +55,9 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
     let query = canned::find("largest-holes")?;
     let mut sections = Vec::new();
     let mut combined: Option<Table> = None;
-    for (snapshot_id, memory_id) in select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())? {
+    for (snapshot_id, memory_id) in
+        select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?
+    {
         let layout = load::layout(conn, snapshot_id, memory_id)?;
         let parameters = vec![
             ("snapshot_id".to_string(), snapshot_id.to_string()),
@@ -61,7 +77,13 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
             human(layout.largest_hole),
             ratio(layout.fragmentation())
         );
-        let prefixed = table.clone().prefixed(&["snapshot_id", "handle"], &[Cell::Integer(snapshot_id), Cell::text(layout.handle.clone())]);
+        let prefixed = table.clone().prefixed(
+            &["snapshot_id", "handle"],
+            &[
+                Cell::Integer(snapshot_id),
+                Cell::text(layout.handle.clone()),
+            ],
+        );
         match combined.as_mut() {
             Some(all) => all.extend(prefixed),
             None => combined = Some(prefixed),
@@ -69,11 +91,18 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
         sections.push((header, table));
     }
     let printer = Printer::new(&args.output);
-    let Some(combined) = combined else { return Ok(0) };
+    let Some(combined) = combined else {
+        return Ok(0);
+    };
     let report = Report::told(combined, |out, style| {
         for (header, table) in &sections {
             writeln!(out, "{header}")?;
-            memstate::query::output::emit(&Report::table(table.clone()), memstate::query::Format::Table, style, out)?;
+            memstate::query::output::emit(
+                &Report::table(table.clone()),
+                memstate::query::Format::Table,
+                style,
+                out,
+            )?;
             writeln!(out)?;
         }
         Ok(())
@@ -92,12 +121,23 @@ pub fn allocations(db_path: &Path, args: &AllocationsArgs) -> Result<u8> {
     if let Some(kind) = &args.kind {
         select::check_allocation_kind(conn, &snapshot_ids, kind)?;
     }
-    let filter = AllocationFilter { kind: args.kind.clone(), state: args.state.map(Into::into), provenance: args.provenance.clone() };
+    let filter = AllocationFilter {
+        kind: args.kind.clone(),
+        state: args.state.map(Into::into),
+        provenance: args.provenance.clone(),
+    };
     let mut combined: Option<Table> = None;
     for snapshot_id in snapshot_ids {
         let memory_ids = select::memory_ids(conn, snapshot_id, args.memory.memory.as_deref())?;
-        let table = listing::allocation_table(conn, snapshot_id, &memory_ids, &filter, args.by.map(Into::into), i64::from(args.top))?
-            .prefixed(&["snapshot_id"], &[Cell::Integer(snapshot_id)]);
+        let table = listing::allocation_table(
+            conn,
+            snapshot_id,
+            &memory_ids,
+            &filter,
+            args.by.map(Into::into),
+            i64::from(args.top),
+        )?
+        .prefixed(&["snapshot_id"], &[Cell::Integer(snapshot_id)]);
         match combined.as_mut() {
             Some(all) => all.extend(table),
             None => combined = Some(table),
@@ -117,7 +157,11 @@ pub fn trend(db_path: &Path, args: &TrendArgs) -> Result<u8> {
     if let Some(run) = &args.run {
         select::check_run(&database.conn, run)?;
     }
-    let table = listing::trend_table(&database.conn, args.memory.memory.as_deref(), args.run.as_deref())?;
+    let table = listing::trend_table(
+        &database.conn,
+        args.memory.memory.as_deref(),
+        args.run.as_deref(),
+    )?;
     Printer::new(&args.output).print(&Report::table(table))?;
     Ok(0)
 }

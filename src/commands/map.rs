@@ -20,7 +20,11 @@ use crate::cli::{FormatArg, MapArgs};
 pub(super) const FAILURE_FRAMES: u32 = 10;
 
 /// Every selected memory of each snapshot, as the slider's frames.
-pub(super) fn frames(conn: &Connection, snapshot_ids: &[i64], memory: Option<&str>) -> Result<Vec<html::Frame>> {
+pub(super) fn frames(
+    conn: &Connection,
+    snapshot_ids: &[i64],
+    memory: Option<&str>,
+) -> Result<Vec<html::Frame>> {
     let mut frames = Vec::new();
     for &snapshot_id in snapshot_ids {
         let layouts = select::memory_ids(conn, snapshot_id, memory)?
@@ -28,8 +32,15 @@ pub(super) fn frames(conn: &Connection, snapshot_ids: &[i64], memory: Option<&st
             .map(|memory_id| load::layout(conn, snapshot_id, memory_id))
             .collect::<Result<Vec<Layout>>>()?;
         if let Some(first) = layouts.first() {
-            let label = format!("{} node {} seq {} (snapshot {snapshot_id})", first.run, first.node, first.seq);
-            frames.push(html::Frame { snapshot_id, label, layouts });
+            let label = format!(
+                "{} node {} seq {} (snapshot {snapshot_id})",
+                first.run, first.node, first.seq
+            );
+            frames.push(html::Frame {
+                snapshot_id,
+                label,
+                layouts,
+            });
         }
     }
     Ok(frames)
@@ -47,15 +58,32 @@ pub(super) fn marked_failure(story: &Story) -> html::Marked {
         snapshot_id: finding.snapshot_id,
         handle: finding.handle.clone(),
         size: finding.size,
-        window: finding.blockers.as_ref().map(|blockers| (blockers.offset, blockers.end())),
-        blockers: finding.blockers.as_ref().map(|blockers| blockers.blocking.iter().map(|allocation| allocation.uid.clone()).collect()).unwrap_or_default(),
+        window: finding
+            .blockers
+            .as_ref()
+            .map(|blockers| (blockers.offset, blockers.end())),
+        blockers: finding
+            .blockers
+            .as_ref()
+            .map(|blockers| {
+                blockers
+                    .blocking
+                    .iter()
+                    .map(|allocation| allocation.uid.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
         failed: true,
         verdict: format!("{verdict}. {}", capitalized(&story.advice)),
     }
 }
 
 /// A request the user asked about (`blockers --size`) as the page marks it.
-pub(super) fn marked_request(layout: &Layout, size: u64, blockers: Option<&Blockers>) -> html::Marked {
+pub(super) fn marked_request(
+    layout: &Layout,
+    size: u64,
+    blockers: Option<&Blockers>,
+) -> html::Marked {
     let verdict = match blockers {
         Some(blockers) if blockers.blocking.is_empty() && blockers.unaccounted_bytes == 0 => {
             format!("a request of {} fits here once collection and pending releases have run", human(size))
@@ -73,7 +101,15 @@ pub(super) fn marked_request(layout: &Layout, size: u64, blockers: Option<&Block
         handle: layout.handle.clone(),
         size,
         window: blockers.map(|blockers| (blockers.offset, blockers.end())),
-        blockers: blockers.map(|blockers| blockers.blocking.iter().map(|allocation| allocation.uid.clone()).collect()).unwrap_or_default(),
+        blockers: blockers
+            .map(|blockers| {
+                blockers
+                    .blocking
+                    .iter()
+                    .map(|allocation| allocation.uid.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
         failed: false,
         verdict: capitalized(&verdict),
     }
@@ -81,17 +117,29 @@ pub(super) fn marked_request(layout: &Layout, size: u64, blockers: Option<&Block
 
 fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
-    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// The fragment that opens a page on a memory of a snapshot, zoomed to a window and some of its
 /// surroundings (within the memory's `capacity`) when there is one:
 /// `#memory=0x1e00000000000002&snapshot=34&range=A:B`.
-pub(super) fn fragment(handle: &str, snapshot_id: i64, window: Option<(u64, u64)>, capacity: u64) -> String {
+pub(super) fn fragment(
+    handle: &str,
+    snapshot_id: i64,
+    window: Option<(u64, u64)>,
+    capacity: u64,
+) -> String {
     let mut fragment = format!("#memory={handle}&snapshot={snapshot_id}");
     if let Some((start, end)) = window {
         let margin = (end - start) * 3 / 10;
-        fragment.push_str(&format!("&range={}:{}", start.saturating_sub(margin), end.saturating_add(margin).min(capacity.max(end))));
+        fragment.push_str(&format!(
+            "&range={}:{}",
+            start.saturating_sub(margin),
+            end.saturating_add(margin).min(capacity.max(end))
+        ));
     }
     fragment
 }
@@ -102,7 +150,19 @@ pub(super) fn file_url(path: &Path) -> String {
     let mut url = String::from("file://");
     for byte in absolute.display().to_string().bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' | b'+' | b',' | b'=' | b'@' | b':' => url.push(byte as char),
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'/'
+            | b'-'
+            | b'_'
+            | b'.'
+            | b'~'
+            | b'+'
+            | b','
+            | b'='
+            | b'@'
+            | b':' => url.push(byte as char),
             other => url.push_str(&format!("%{other:02X}")),
         }
     }
@@ -119,13 +179,23 @@ pub(super) struct PageParts {
 
 impl PageParts {
     pub fn render(&self, title: &str) -> String {
-        html::render(&html::Page { title, frames: &self.frames, marked: &self.marked, histories: &self.histories, focus: self.focus.clone() })
+        html::render(&html::Page {
+            title,
+            frames: &self.frames,
+            marked: &self.marked,
+            histories: &self.histories,
+            focus: self.focus.clone(),
+        })
     }
 
     /// The link to where the page opens: the failure's window, else the focused memory.
     pub fn opening_fragment(&self) -> Option<String> {
         let (handle, snapshot_id) = self.focus.as_ref()?;
-        let window = self.marked.iter().find(|marked| &marked.handle == handle && marked.snapshot_id == *snapshot_id).and_then(|marked| marked.window);
+        let window = self
+            .marked
+            .iter()
+            .find(|marked| &marked.handle == handle && marked.snapshot_id == *snapshot_id)
+            .and_then(|marked| marked.window);
         let capacity = self
             .frames
             .iter()
@@ -139,25 +209,54 @@ impl PageParts {
 
 /// The page about failures: each failing node's last snapshots (the memories `memory` names), every
 /// failure marked, opening on the first; with `history`, each failed memory over its run.
-pub(super) fn failure_page(conn: &Connection, stories: &[Story], memory: Option<&str>, history: bool) -> Result<PageParts> {
+pub(super) fn failure_page(
+    conn: &Connection,
+    stories: &[Story],
+    memory: Option<&str>,
+    history: bool,
+) -> Result<PageParts> {
     let mut ids = Vec::new();
     for story in stories {
-        ids.extend(select::node_snapshots_up_to(conn, story.finding.snapshot_id, FAILURE_FRAMES)?);
+        ids.extend(select::node_snapshots_up_to(
+            conn,
+            story.finding.snapshot_id,
+            FAILURE_FRAMES,
+        )?);
     }
     ids.sort_unstable();
     ids.dedup();
     let frames = frames(conn, &ids, memory)?;
     let marked: Vec<html::Marked> = stories.iter().map(marked_failure).collect();
-    let focus = stories.first().map(|story| (story.finding.handle.clone(), story.finding.snapshot_id));
-    let histories = if history { histories(conn, stories.iter().map(|story| story.finding.memory_id).collect())? } else { Vec::new() };
-    Ok(PageParts { frames, marked, histories, focus })
+    let focus = stories
+        .first()
+        .map(|story| (story.finding.handle.clone(), story.finding.snapshot_id));
+    let histories = if history {
+        histories(
+            conn,
+            stories
+                .iter()
+                .map(|story| story.finding.memory_id)
+                .collect(),
+        )?
+    } else {
+        Vec::new()
+    };
+    Ok(PageParts {
+        frames,
+        marked,
+        histories,
+        focus,
+    })
 }
 
 /// The history of each memory, each once.
 fn histories(conn: &Connection, mut memory_ids: Vec<i64>) -> Result<Vec<History>> {
     memory_ids.sort_unstable();
     memory_ids.dedup();
-    memory_ids.into_iter().map(|memory_id| load::history(conn, memory_id)).collect()
+    memory_ids
+        .into_iter()
+        .map(|memory_id| load::history(conn, memory_id))
+        .collect()
 }
 
 /// The snapshots the user chose: `--snapshots`, else `--snapshot` (latest by default).
@@ -170,10 +269,14 @@ fn chosen_snapshots(conn: &Connection, args: &MapArgs) -> Result<Vec<i64>> {
 
 /// The memory with the highest fragmentation in the last frame: where a page without a failure opens.
 fn most_fragmented(frames: &[html::Frame]) -> Option<&Layout> {
-    frames.last()?.layouts.iter().fold(None, |best: Option<&Layout>, layout| match best {
-        Some(best) if best.fragmentation() >= layout.fragmentation() => Some(best),
-        _ => Some(layout),
-    })
+    frames
+        .last()?
+        .layouts
+        .iter()
+        .fold(None, |best: Option<&Layout>, layout| match best {
+            Some(best) if best.fragmentation() >= layout.fragmentation() => Some(best),
+            _ => Some(layout),
+        })
 }
 
 /// Write a page and say so, with the link to where it opens.
@@ -181,10 +284,29 @@ pub(super) fn write_page(path: &Path, title: &str, parts: &PageParts) -> Result<
     let page = parts.render(title);
     std::fs::write(path, page.as_bytes()).map_err(|error| Error::write(path, error))?;
     let frames = &parts.frames;
-    let allocations: usize = frames.iter().flat_map(|frame| frame.layouts.iter()).map(|layout| layout.allocations.len()).sum();
-    let spans: usize = parts.histories.iter().map(|history| history.spans.len()).sum();
-    let link = format!("{}{}", file_url(path), parts.opening_fragment().unwrap_or_default());
-    let columns = ["file", "bytes", "snapshots", "allocations", "history_spans", "link"];
+    let allocations: usize = frames
+        .iter()
+        .flat_map(|frame| frame.layouts.iter())
+        .map(|layout| layout.allocations.len())
+        .sum();
+    let spans: usize = parts
+        .histories
+        .iter()
+        .map(|history| history.spans.len())
+        .sum();
+    let link = format!(
+        "{}{}",
+        file_url(path),
+        parts.opening_fragment().unwrap_or_default()
+    );
+    let columns = [
+        "file",
+        "bytes",
+        "snapshots",
+        "allocations",
+        "history_spans",
+        "link",
+    ];
     let row = vec![
         Cell::text(path.display().to_string()),
         Cell::count(page.len() as u64),
@@ -193,9 +315,16 @@ pub(super) fn write_page(path: &Path, title: &str, parts: &PageParts) -> Result<
         Cell::count(spans as u64),
         Cell::text(link.clone()),
     ];
-    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    let table = Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        vec![row],
+    );
     let report = Report::told(table, |out, _| {
-        let history = if spans > 0 { format!(", history of {spans} allocation spans") } else { String::new() };
+        let history = if spans > 0 {
+            format!(", history of {spans} allocation spans")
+        } else {
+            String::new()
+        };
         writeln!(
             out,
             "wrote {} ({}, {}, {}{history})",
@@ -219,23 +348,40 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
     if let Some(path) = &args.html {
         let parts = html_parts(conn, args)?;
         if parts.frames.is_empty() {
-            return Err(Error::Usage(format!("no memory matches {:?} in the selected snapshots", memory.unwrap_or(""))));
+            return Err(Error::Usage(format!(
+                "no memory matches {:?} in the selected snapshots",
+                memory.unwrap_or("")
+            )));
         }
         let title = match parts.frames.as_slice() {
             [one] => format!("memstate map of {}", one.label),
-            several => format!("memstate map of {} snapshots, from {}", several.len(), several[0].label),
+            several => format!(
+                "memstate map of {} snapshots, from {}",
+                several.len(),
+                several[0].label
+            ),
         };
         write_page(path, &title, &parts)?;
         return Ok(0);
     }
     let frames = frames(conn, &chosen_snapshots(conn, args)?, memory)?;
     if frames.is_empty() {
-        return Err(Error::Usage(format!("no memory matches {:?} in the selected snapshots", memory.unwrap_or(""))));
+        return Err(Error::Usage(format!(
+            "no memory matches {:?} in the selected snapshots",
+            memory.unwrap_or("")
+        )));
     }
     let range = args.range.as_deref().map(select::parse_range).transpose()?;
-    let color = !args.no_color && io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let width = args.width.or_else(|| terminal_width().map(|width| width.saturating_sub(2))).unwrap_or(100);
-    let style = terminal::Style { width: width.clamp(10, 1000), color };
+    let color =
+        !args.no_color && io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let width = args
+        .width
+        .or_else(|| terminal_width().map(|width| width.saturating_sub(2)))
+        .unwrap_or(100);
+    let style = terminal::Style {
+        width: width.clamp(10, 1000),
+        color,
+    };
     let mut out = io::stdout().lock();
     writeln!(out, "{}", terminal::legend(style)).map_err(Error::Output)?;
     for frame in &frames {
@@ -254,11 +400,24 @@ fn html_parts(conn: &Connection, args: &MapArgs) -> Result<PageParts> {
     let named = args.snapshot.is_some() || args.snapshots.is_some();
     let snapshot_ids = chosen_snapshots(conn, args)?;
     let failed = select::oom_snapshots(conn, None)?;
-    let failed: Vec<i64> = if named { failed.into_iter().filter(|id| snapshot_ids.contains(id)).collect() } else { failed };
+    let failed: Vec<i64> = if named {
+        failed
+            .into_iter()
+            .filter(|id| snapshot_ids.contains(id))
+            .collect()
+    } else {
+        failed
+    };
     let stories = oom::stories(conn, &failed)?;
     if !named {
-        let shown: Vec<Story> =
-            stories.into_iter().filter(|story| memory.is_none_or(|memory| selector_matches(memory, &story.finding.handle, &story.finding.memory_kind))).collect();
+        let shown: Vec<Story> = stories
+            .into_iter()
+            .filter(|story| {
+                memory.is_none_or(|memory| {
+                    selector_matches(memory, &story.finding.handle, &story.finding.memory_kind)
+                })
+            })
+            .collect();
         if !shown.is_empty() {
             return failure_page(conn, &shown, memory, args.history);
         }
@@ -270,13 +429,24 @@ fn html_parts(conn: &Connection, args: &MapArgs) -> Result<PageParts> {
 
 /// A page of chosen snapshots: the failures among them marked, opening on the first failure, else
 /// on the most fragmented memory of the last snapshot.
-fn snapshot_page(conn: &Connection, snapshot_ids: &[i64], stories: &[Story], args: &MapArgs) -> Result<PageParts> {
+fn snapshot_page(
+    conn: &Connection,
+    snapshot_ids: &[i64],
+    stories: &[Story],
+    args: &MapArgs,
+) -> Result<PageParts> {
     let memory = args.memory.memory.as_deref();
     let frames = frames(conn, snapshot_ids, memory)?;
     let in_frames = |handle: &str, snapshot_id: i64| {
-        frames.iter().any(|frame| frame.snapshot_id == snapshot_id && frame.layouts.iter().any(|layout| layout.handle == handle))
+        frames.iter().any(|frame| {
+            frame.snapshot_id == snapshot_id
+                && frame.layouts.iter().any(|layout| layout.handle == handle)
+        })
     };
-    let stories: Vec<&Story> = stories.iter().filter(|story| in_frames(&story.finding.handle, story.finding.snapshot_id)).collect();
+    let stories: Vec<&Story> = stories
+        .iter()
+        .filter(|story| in_frames(&story.finding.handle, story.finding.snapshot_id))
+        .collect();
     let marked: Vec<html::Marked> = stories.iter().map(|story| marked_failure(story)).collect();
     let focus = match stories.first() {
         Some(story) => Some((story.finding.handle.clone(), story.finding.snapshot_id)),
@@ -286,17 +456,32 @@ fn snapshot_page(conn: &Connection, snapshot_ids: &[i64], stories: &[Story], arg
         // The memory the page opens on, and with --memory every memory it names in the last frame.
         let mut memory_ids: Vec<i64> = Vec::new();
         let focused = focus.as_ref().and_then(|(handle, snapshot_id)| {
-            frames.iter().find(|frame| frame.snapshot_id == *snapshot_id)?.layouts.iter().find(|layout| &layout.handle == handle)
+            frames
+                .iter()
+                .find(|frame| frame.snapshot_id == *snapshot_id)?
+                .layouts
+                .iter()
+                .find(|layout| &layout.handle == handle)
         });
         memory_ids.extend(focused.map(|layout| layout.memory_id));
         if memory.is_some() {
-            memory_ids.extend(frames.last().into_iter().flat_map(|frame| frame.layouts.iter().map(|layout| layout.memory_id)));
+            memory_ids.extend(
+                frames
+                    .last()
+                    .into_iter()
+                    .flat_map(|frame| frame.layouts.iter().map(|layout| layout.memory_id)),
+            );
         }
         histories(conn, memory_ids)?
     } else {
         Vec::new()
     };
-    Ok(PageParts { frames, marked, histories, focus })
+    Ok(PageParts {
+        frames,
+        marked,
+        histories,
+        focus,
+    })
 }
 
 /// Whether a memory selector (an id or a kind) names this memory.

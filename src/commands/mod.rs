@@ -73,11 +73,14 @@ fn terminal_width() -> Option<usize> {
     }
     // SAFETY: TIOCGWINSZ fills a winsize on a terminal file descriptor and touches nothing else.
     let mut size: libc::winsize = unsafe { std::mem::zeroed() };
-    let found = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0 && size.ws_col > 0;
+    let found = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0
+        && size.ws_col > 0;
     if found {
         Some(usize::from(size.ws_col))
     } else {
-        std::env::var("COLUMNS").ok().and_then(|columns| columns.parse().ok())
+        std::env::var("COLUMNS")
+            .ok()
+            .and_then(|columns| columns.parse().ok())
     }
 }
 
@@ -89,12 +92,26 @@ pub struct Printer {
 
 impl Printer {
     pub fn new(args: &OutputArgs) -> Printer {
-        Printer { format: args.format.into(), style: Style { width: terminal_width(), wide: args.wide, columns: args.columns.clone() } }
+        Printer {
+            format: args.format.into(),
+            style: Style {
+                width: terminal_width(),
+                wide: args.wide,
+                columns: args.columns.clone(),
+            },
+        }
     }
 
     /// For commands that only choose a format.
     pub fn with_format(format: FormatArg) -> Printer {
-        Printer { format: format.into(), style: Style { width: terminal_width(), wide: false, columns: None } }
+        Printer {
+            format: format.into(),
+            style: Style {
+                width: terminal_width(),
+                wide: false,
+                columns: None,
+            },
+        }
     }
 
     pub fn format(&self) -> Format {
@@ -129,7 +146,9 @@ fn progress_bar(quiet: bool, template: &str) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(0);
-    bar.set_style(ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
 }

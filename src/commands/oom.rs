@@ -37,8 +37,17 @@ pub(super) struct Story {
 impl Story {
     /// The fragment of a map page that opens on this failure's window.
     pub fn fragment(&self) -> String {
-        let window = self.finding.blockers.as_ref().map(|blockers| (blockers.offset, blockers.end()));
-        map::fragment(&self.finding.handle, self.finding.snapshot_id, window, self.capacity)
+        let window = self
+            .finding
+            .blockers
+            .as_ref()
+            .map(|blockers| (blockers.offset, blockers.end()));
+        map::fragment(
+            &self.finding.handle,
+            self.finding.snapshot_id,
+            window,
+            self.capacity,
+        )
     }
 }
 
@@ -68,12 +77,19 @@ fn failed_memory(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<
                 Err(memstate::Error::Usage(_)) => Vec::new(),
                 Err(error) => return Err(error),
             };
-            Some((seq, analysis::collected_between(&before, &layout.allocations)))
+            Some((
+                seq,
+                analysis::collected_between(&before, &layout.allocations),
+            ))
         }
         None => None,
     };
     let recent = load::recent_figures(conn, memory_id, snapshot_id, LOOK_BACK)?;
-    Ok(FailedMemory { layout, previous, recent })
+    Ok(FailedMemory {
+        layout,
+        previous,
+        recent,
+    })
 }
 
 /// The stories of the given snapshots' failed requests.
@@ -89,8 +105,18 @@ pub(super) fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Sto
         };
         let finding = analysis::finding(&memory.layout, &request);
         let advice = analysis::advice(&finding, &memory.layout);
-        let mut story = Story { finding, previous: memory.previous, recent: memory.recent.clone(), advice, capacity: memory.layout.capacity, link: String::new() };
-        story.link = format!("memstate map --html map.html, then open map.html{}", story.fragment());
+        let mut story = Story {
+            finding,
+            previous: memory.previous,
+            recent: memory.recent.clone(),
+            advice,
+            capacity: memory.layout.capacity,
+            link: String::new(),
+        };
+        story.link = format!(
+            "memstate map --html map.html, then open map.html{}",
+            story.fragment()
+        );
         stories.push(story);
         loaded = Some((key, memory));
     }
@@ -100,9 +126,30 @@ pub(super) fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Sto
 /// One row per finding; the blockers and the recent figures as nested values.
 pub(super) fn story_table(stories: &[Story]) -> Table {
     let columns = [
-        "snapshot_id", "run", "node", "seq", "memory_id", "handle", "memory_kind", "size", "alignment", "kind", "provenance", "note",
-        "free_bytes", "largest_hole", "largest_reclaimable", "verdict", "solved_by_collection", "blockers", "previous_seq",
-        "collected_allocations", "collected_bytes", "recent", "advice", "map_link",
+        "snapshot_id",
+        "run",
+        "node",
+        "seq",
+        "memory_id",
+        "handle",
+        "memory_kind",
+        "size",
+        "alignment",
+        "kind",
+        "provenance",
+        "note",
+        "free_bytes",
+        "largest_hole",
+        "largest_reclaimable",
+        "verdict",
+        "solved_by_collection",
+        "blockers",
+        "previous_seq",
+        "collected_allocations",
+        "collected_bytes",
+        "recent",
+        "advice",
+        "map_link",
     ];
     let rows = stories
         .iter()
@@ -126,22 +173,44 @@ pub(super) fn story_table(stories: &[Story]) -> Table {
                 Cell::count(finding.largest_reclaimable),
                 Cell::text(finding.verdict.as_str()),
                 Cell::Json(serde_json::Value::Bool(finding.solved_by_collection)),
-                finding.blockers.as_ref().map_or(Cell::Null, |blockers| Cell::Json(serde_json::to_value(blockers).unwrap_or_default())),
+                finding.blockers.as_ref().map_or(Cell::Null, |blockers| {
+                    Cell::Json(serde_json::to_value(blockers).unwrap_or_default())
+                }),
             ];
-            row.push(story.previous.map_or(Cell::Null, |(seq, _)| Cell::Integer(seq)));
-            row.push(story.previous.map_or(Cell::Null, |(_, collected)| Cell::count(collected.allocations)));
-            row.push(story.previous.map_or(Cell::Null, |(_, collected)| Cell::count(collected.bytes)));
-            row.push(Cell::Json(serde_json::to_value(&story.recent).unwrap_or_default()));
+            row.push(
+                story
+                    .previous
+                    .map_or(Cell::Null, |(seq, _)| Cell::Integer(seq)),
+            );
+            row.push(story.previous.map_or(Cell::Null, |(_, collected)| {
+                Cell::count(collected.allocations)
+            }));
+            row.push(
+                story
+                    .previous
+                    .map_or(Cell::Null, |(_, collected)| Cell::count(collected.bytes)),
+            );
+            row.push(Cell::Json(
+                serde_json::to_value(&story.recent).unwrap_or_default(),
+            ));
             row.push(Cell::text(story.advice.clone()));
             row.push(Cell::text(story.link.clone()));
             row
         })
         .collect();
-    Table::new(columns.iter().map(|column| column.to_string()).collect(), rows)
+    Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    )
 }
 
 /// The story of a failed request, for people.
-pub(super) fn describe_story(story: &Story, all: bool, style: &Style, out: &mut dyn Write) -> io::Result<()> {
+pub(super) fn describe_story(
+    story: &Story,
+    all: bool,
+    style: &Style,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let finding = &story.finding;
     let verdict = match finding.verdict {
         Verdict::Exhaustion => "EXHAUSTION: fewer free bytes than the request",
@@ -151,7 +220,10 @@ pub(super) fn describe_story(story: &Story, all: bool, style: &Style, out: &mut 
     let collection = if finding.solved_by_collection {
         format!("WOULD make room: collecting everything collectable and finishing pending releases gives a {} range", human(finding.largest_reclaimable))
     } else {
-        format!("would NOT make room: the largest range it could make is {}", human(finding.largest_reclaimable))
+        format!(
+            "would NOT make room: the largest range it could make is {}",
+            human(finding.largest_reclaimable)
+        )
     };
     writeln!(
         out,
@@ -169,10 +241,23 @@ pub(super) fn describe_story(story: &Story, all: bool, style: &Style, out: &mut 
         human(finding.size),
         finding.size,
         finding.alignment,
-        finding.kind.as_deref().map(|kind| format!(", {}", visible(kind))).unwrap_or_default(),
-        finding.provenance.as_deref().map(|provenance| format!(" from {}", visible(provenance))).unwrap_or_default()
+        finding
+            .kind
+            .as_deref()
+            .map(|kind| format!(", {}", visible(kind)))
+            .unwrap_or_default(),
+        finding
+            .provenance
+            .as_deref()
+            .map(|provenance| format!(" from {}", visible(provenance)))
+            .unwrap_or_default()
     )?;
-    writeln!(out, "  free            {} in holes; largest hole {}", human(finding.free_bytes), human(finding.largest_hole))?;
+    writeln!(
+        out,
+        "  free            {} in holes; largest hole {}",
+        human(finding.free_bytes),
+        human(finding.largest_hole)
+    )?;
     writeln!(out, "  verdict         {verdict}")?;
     match story.previous {
         Some((seq, collected)) if collected.allocations > 0 => writeln!(
@@ -186,9 +271,17 @@ pub(super) fn describe_story(story: &Story, all: bool, style: &Style, out: &mut 
     }
     writeln!(out, "  collection      {collection}")?;
     if story.recent.len() > 1 {
-        writeln!(out, "  largest hole against the request ({}) over the last snapshots:", human(finding.size))?;
+        writeln!(
+            out,
+            "  largest hole against the request ({}) over the last snapshots:",
+            human(finding.size)
+        )?;
         for recent in &story.recent {
-            let fits = if recent.largest_hole >= finding.size { "fits" } else { "too small" };
+            let fits = if recent.largest_hole >= finding.size {
+                "fits"
+            } else {
+                "too small"
+            };
             writeln!(
                 out,
                 "    seq {:>5}  {:>9} s  free {:>10}  largest hole {:>10}  {fits}",
@@ -214,14 +307,26 @@ pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
     if let Some(path) = &args.html {
         if !stories.is_empty() {
             let parts = map::failure_page(&database.conn, &stories, None, true)?;
-            let title = format!("memstate: {} out of memory", counted(stories.len() as u64, "request"));
-            std::fs::write(path, parts.render(&title).as_bytes()).map_err(|error| memstate::Error::write(path, error))?;
+            let title = format!(
+                "memstate: {} out of memory",
+                counted(stories.len() as u64, "request")
+            );
+            std::fs::write(path, parts.render(&title).as_bytes())
+                .map_err(|error| memstate::Error::write(path, error))?;
             link_stories(&mut stories, &map::file_url(path));
         }
     }
     let report = Report::told(story_table(&stories), |out, style| {
         if stories.is_empty() {
-            writeln!(out, "no failed request in the selected snapshots{}", if args.html.is_some() { " (no page written)" } else { "" })?;
+            writeln!(
+                out,
+                "no failed request in the selected snapshots{}",
+                if args.html.is_some() {
+                    " (no page written)"
+                } else {
+                    ""
+                }
+            )?;
         }
         for story in &stories {
             describe_story(story, args.all, style, out)?;

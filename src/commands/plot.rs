@@ -11,7 +11,10 @@ use super::Printer;
 use crate::cli::{FormatArg, PlotArgs};
 
 pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
-    let is_svg = args.out.extension().is_some_and(|extension| extension.eq_ignore_ascii_case("svg"));
+    let is_svg = args
+        .out
+        .extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("svg"));
     if !is_svg {
         return Err(Error::Usage(format!(
             "--out {}: charts are written as SVG; name the file .svg (convert it with any SVG tool, e.g. rsvg-convert, for PNG)",
@@ -35,9 +38,18 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
         None => None,
     };
     let (metric, x_axis): (Metric, XAxis) = (args.metric.into(), args.x_axis.into());
-    let (series, marks) = load::trend_series(conn, &run, memory_ids.as_deref(), metric.column(), x_axis.column())?;
+    let (series, marks) = load::trend_series(
+        conn,
+        &run,
+        memory_ids.as_deref(),
+        metric.column(),
+        x_axis.column(),
+    )?;
     if series.is_empty() {
-        return Err(Error::Usage(format!("no memory of run {run:?} matches {:?}", args.memory.memory.as_deref().unwrap_or("(all)"))));
+        return Err(Error::Usage(format!(
+            "no memory of run {run:?} matches {:?}",
+            args.memory.memory.as_deref().unwrap_or("(all)")
+        )));
     }
     let svg = plot::render_svg(&run, &series, &marks, metric, x_axis)?;
     let mut oom_xs: Vec<f64> = marks.iter().map(|mark| mark.x).collect();
@@ -45,10 +57,23 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
     let ooms = oom_xs.len();
     std::fs::write(&args.out, svg.as_bytes()).map_err(|error| Error::write(&args.out, error))?;
     let columns = ["file", "lines", "oom_marks"];
-    let row = vec![Cell::text(args.out.display().to_string()), Cell::count(series.len() as u64), Cell::count(ooms as u64)];
-    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    let row = vec![
+        Cell::text(args.out.display().to_string()),
+        Cell::count(series.len() as u64),
+        Cell::count(ooms as u64),
+    ];
+    let table = Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        vec![row],
+    );
     let report = Report::told(table, |out, _| {
-        writeln!(out, "wrote {} ({} lines, {} oom marks)", visible(&args.out.display().to_string()), series.len(), ooms)
+        writeln!(
+            out,
+            "wrote {} ({} lines, {} oom marks)",
+            visible(&args.out.display().to_string()),
+            series.len(),
+            ooms
+        )
     });
     Printer::with_format(FormatArg::Table).print(&report)?;
     Ok(0)

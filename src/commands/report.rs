@@ -14,21 +14,62 @@ fn list(args: &ReportArgs) -> Result<u8> {
     let rows = queries
         .iter()
         .map(|query| {
-            let params: Vec<String> = query.params.iter().map(|param| format!("{} ({}{})", param.name, param.kind, param.default.as_deref().map(|value| format!(", default {value}")).unwrap_or_default())).collect();
-            let columns: Vec<String> = query.columns.iter().map(|column| format!("{} ({})", column.name, column.unit)).collect();
-            vec![Cell::text(query.name), Cell::text(query.description.clone()), Cell::text(params.join(", ")), Cell::text(columns.join(", "))]
+            let params: Vec<String> = query
+                .params
+                .iter()
+                .map(|param| {
+                    format!(
+                        "{} ({}{})",
+                        param.name,
+                        param.kind,
+                        param
+                            .default
+                            .as_deref()
+                            .map(|value| format!(", default {value}"))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            let columns: Vec<String> = query
+                .columns
+                .iter()
+                .map(|column| format!("{} ({})", column.name, column.unit))
+                .collect();
+            vec![
+                Cell::text(query.name),
+                Cell::text(query.description.clone()),
+                Cell::text(params.join(", ")),
+                Cell::text(columns.join(", ")),
+            ]
         })
         .collect();
-    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), rows);
+    let table = Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    );
     let report = Report::told(table, |out, _| {
         for query in &queries {
             writeln!(out, "{}", query.name)?;
             writeln!(out, "    {}", query.description)?;
             for param in &query.params {
-                let default = param.default.as_deref().map(|value| format!(" [default: {value}]")).unwrap_or_default();
-                writeln!(out, "    -p {}=<{}>  {}{default}", param.name, param.kind, param.doc.split(" (default").next().unwrap_or(&param.doc))?;
+                let default = param
+                    .default
+                    .as_deref()
+                    .map(|value| format!(" [default: {value}]"))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "    -p {}=<{}>  {}{default}",
+                    param.name,
+                    param.kind,
+                    param.doc.split(" (default").next().unwrap_or(&param.doc)
+                )?;
             }
-            let columns: Vec<String> = query.columns.iter().map(|column| format!("{} ({})", column.name, column.unit)).collect();
+            let columns: Vec<String> = query
+                .columns
+                .iter()
+                .map(|column| format!("{} ({})", column.name, column.unit))
+                .collect();
             writeln!(out, "    columns: {}", columns.join(", "))?;
             writeln!(out)?;
         }
@@ -42,10 +83,21 @@ pub fn run(db_path: &Path, args: &ReportArgs) -> Result<u8> {
     if args.list {
         return list(args);
     }
-    let name = args.name.as_deref().ok_or_else(|| Error::Usage("name a canned query (see memstate report --list)".into()))?;
+    let name = args
+        .name
+        .as_deref()
+        .ok_or_else(|| Error::Usage("name a canned query (see memstate report --list)".into()))?;
     let query = canned::find(name)?;
-    let parameters = args.params.iter().map(|text| query::parse_parameter(text)).collect::<Result<Vec<_>>>()?;
+    let parameters = args
+        .params
+        .iter()
+        .map(|text| query::parse_parameter(text))
+        .collect::<Result<Vec<_>>>()?;
     let database = db::open_read_only(db_path)?;
-    Printer::new(&args.output).print(&Report::table(canned::execute(&database.conn, &query, &parameters)?))?;
+    Printer::new(&args.output).print(&Report::table(canned::execute(
+        &database.conn,
+        &query,
+        &parameters,
+    )?))?;
     Ok(0)
 }

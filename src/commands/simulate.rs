@@ -29,7 +29,10 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
         wall_start_unix: args.wall_start,
         pace: args.pace.unwrap_or_default(),
     };
-    let bar = progress_bar(args.quiet, "{spinner} [{elapsed_precise}] {bar:30} step {pos}/{len}");
+    let bar = progress_bar(
+        args.quiet,
+        "{spinner} [{elapsed_precise}] {bar:30} step {pos}/{len}",
+    );
     let started = Instant::now();
     let summary = sim::simulate(&config, &args.out, &mut |event| match event {
         SimulationEvent::Started { steps } => bar.set_length(steps),
@@ -38,7 +41,17 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
     bar.finish_and_clear();
     let summary = summary?;
     let seconds = started.elapsed().as_secs_f64();
-    let columns = ["run", "dumps", "allocations", "bytes", "steps", "oom_dumps", "collections", "deferred_allocations", "seconds"];
+    let columns = [
+        "run",
+        "dumps",
+        "allocations",
+        "bytes",
+        "steps",
+        "oom_dumps",
+        "collections",
+        "deferred_allocations",
+        "seconds",
+    ];
     let row = vec![
         Cell::text(summary.run_id.clone()),
         Cell::count(summary.dumps),
@@ -50,7 +63,10 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
         Cell::count(summary.deferred_allocations),
         Cell::Real(seconds),
     ];
-    let table = Table::new(columns.iter().map(|column| column.to_string()).collect(), vec![row]);
+    let table = Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        vec![row],
+    );
     let report = Report::told(table, |out, _| {
         writeln!(
             out,

@@ -12,7 +12,11 @@ use super::Printer;
 use crate::cli::SqlArgs;
 
 pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
-    let parameters = args.params.iter().map(|text| query::parse_parameter(text)).collect::<Result<Vec<_>>>()?;
+    let parameters = args
+        .params
+        .iter()
+        .map(|text| query::parse_parameter(text))
+        .collect::<Result<Vec<_>>>()?;
     let database = db::open_read_only(db_path)?;
     let printer = Printer::new(&args.output);
     if printer.format() == Format::Table {
@@ -21,16 +25,24 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
         return Ok(0);
     }
     let mut stream: Option<RowStream<io::StdoutLock<'static>>> = None;
-    query::for_each_row(&database.conn, &args.query, &parameters, &mut |event| match event {
-        RowEvent::Columns(columns) => {
-            stream = Some(RowStream::start(columns, printer.format(), io::stdout().lock()).map_err(Error::Output)?);
-            Ok(())
-        }
-        RowEvent::Row(cells) => match stream.as_mut() {
-            Some(writer) => writer.row(&cells).map_err(Error::Output),
-            None => Ok(()),
+    query::for_each_row(
+        &database.conn,
+        &args.query,
+        &parameters,
+        &mut |event| match event {
+            RowEvent::Columns(columns) => {
+                stream = Some(
+                    RowStream::start(columns, printer.format(), io::stdout().lock())
+                        .map_err(Error::Output)?,
+                );
+                Ok(())
+            }
+            RowEvent::Row(cells) => match stream.as_mut() {
+                Some(writer) => writer.row(&cells).map_err(Error::Output),
+                None => Ok(()),
+            },
         },
-    })?;
+    )?;
     if let Some(writer) = stream {
         writer.finish().map_err(Error::Output)?;
     }

@@ -13,7 +13,9 @@
 use std::collections::HashMap;
 
 use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{
+    params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior,
+};
 
 use super::legacy;
 use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, SpanList, SpanTable};
@@ -64,13 +66,25 @@ pub(super) fn size_bits(size: u64) -> i64 {
 }
 
 /// A stored allocation's attributes, its texts given as string ids.
-pub(super) fn allocation_attrs(allocation: &Allocation, kind: i64, provenance: Option<i64>, label: Option<i64>) -> AllocationAttrs {
+pub(super) fn allocation_attrs(
+    allocation: &Allocation,
+    kind: i64,
+    provenance: Option<i64>,
+    label: Option<i64>,
+) -> AllocationAttrs {
     AllocationAttrs::new(
         size_bits(allocation.offset),
         size_bits(allocation.size),
         allocation.state.code() as u8, // 0 to 3
         kind,
-        [allocation.handle.map(id_bits), allocation.alignment.map(size_bits), allocation.created_ns, provenance, label, allocation.gc_priority],
+        [
+            allocation.handle.map(id_bits),
+            allocation.alignment.map(size_bits),
+            allocation.created_ns,
+            provenance,
+            label,
+            allocation.gc_priority,
+        ],
         allocation.attrs.clone(),
     )
 }
@@ -80,7 +94,9 @@ pub(super) fn allocation_attrs(allocation: &Allocation, kind: i64, provenance: O
 pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value; 12] {
     [
         Value::Integer(size_bits(figures.capacity)),
-        memory.alignment.map_or(Value::Null, |alignment| Value::Integer(size_bits(alignment))),
+        memory.alignment.map_or(Value::Null, |alignment| {
+            Value::Integer(size_bits(alignment))
+        }),
         Value::Integer(size_bits(figures.allocation_count)),
         Value::Integer(size_bits(figures.used_bytes)),
         Value::Integer(size_bits(figures.free_bytes)),
@@ -97,7 +113,9 @@ pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value;
 /// What is stored under a dump's identity before it is written.
 enum Existing {
     None,
-    Same { snapshot_id: i64 },
+    Same {
+        snapshot_id: i64,
+    },
     /// A different dump, removed to be replaced.
     Removed,
 }
@@ -111,7 +129,13 @@ struct Landed {
 
 impl<'c> Importer<'c> {
     pub fn new(conn: &'c mut Connection, db_display: impl Into<String>) -> Self {
-        Importer { conn, db_display: db_display.into(), string_ids: HashMap::new(), nodes: HashMap::new(), data_version: None }
+        Importer {
+            conn,
+            db_display: db_display.into(),
+            string_ids: HashMap::new(),
+            nodes: HashMap::new(),
+            data_version: None,
+        }
     }
 
     /// Import one prepared dump read from `source`, in its own transaction.
@@ -132,7 +156,12 @@ impl<'c> Importer<'c> {
         // The node's open spans leave the cache for the transaction and come back only with its commit.
         let node = (prepared.dump.run.id.clone(), prepared.dump.run.node);
         let cached = self.nodes.remove(&node);
-        let mut writer = Writer { tx: &transaction, db_display: &db_display, string_ids: &mut self.string_ids, new_strings: &mut new_strings };
+        let mut writer = Writer {
+            tx: &transaction,
+            db_display: &db_display,
+            string_ids: &mut self.string_ids,
+            new_strings: &mut new_strings,
+        };
         let result = writer.dump(prepared, source, replace, cached);
         let landed = match result {
             Ok(landed) => match transaction.commit() {
@@ -165,8 +194,16 @@ impl<'c> Importer<'c> {
         let mut new_strings = Vec::new();
         let db_display = self.db_display.clone();
         let db_error = |error: rusqlite::Error| Error::database(&db_display, error);
-        let transaction = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(db_error)?;
-        let mut writer = Writer { tx: &transaction, db_display: &db_display, string_ids: &mut self.string_ids, new_strings: &mut new_strings };
+        let transaction = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(db_error)?;
+        let mut writer = Writer {
+            tx: &transaction,
+            db_display: &db_display,
+            string_ids: &mut self.string_ids,
+            new_strings: &mut new_strings,
+        };
         let result = writer.annotations(annotations).map_err(db_error);
         let result = match result {
             Ok(added) => transaction.commit().map(|_| added).map_err(db_error),
@@ -194,33 +231,70 @@ impl Writer<'_, '_> {
         move |error| Error::database(self.db_display, error)
     }
 
-    fn dump(&mut self, prepared: &Prepared, source: &str, replace: bool, cached: Option<NodeSpans>) -> Result<Landed> {
+    fn dump(
+        &mut self,
+        prepared: &Prepared,
+        source: &str,
+        replace: bool,
+        cached: Option<NodeSpans>,
+    ) -> Result<Landed> {
         let dump = &prepared.dump;
         let run_id = upsert_run(self.tx, &dump.run.id).map_err(self.db_error())?;
         let (replaced, cache) = match self.existing(prepared, source, replace, run_id)? {
             Existing::None => (false, cached),
-            Existing::Same { snapshot_id } => return Ok(Landed { outcome: Outcome::Unchanged { snapshot_id }, open: cached }),
+            Existing::Same { snapshot_id } => {
+                return Ok(Landed {
+                    outcome: Outcome::Unchanged { snapshot_id },
+                    open: cached,
+                })
+            }
             // The node's spans changed under the cache.
             Existing::Removed => (true, None),
         };
         // This dump's strings as database ids, once each.
         let mut ids = Vec::with_capacity(dump.strings.len());
         for text in &dump.strings {
-            ids.push(intern(self.tx, self.string_ids, self.new_strings, text).map_err(self.db_error())?);
+            ids.push(
+                intern(self.tx, self.string_ids, self.new_strings, text)
+                    .map_err(self.db_error())?,
+            );
         }
-        let (prev, next) = neighbours(self.tx, run_id, dump.run.node, dump.snapshot.seq).map_err(self.db_error())?;
-        let snapshot_id = self.insert_snapshot(prepared, source, run_id, &ids).map_err(self.db_error())?;
+        let (prev, next) = neighbours(self.tx, run_id, dump.run.node, dump.snapshot.seq)
+            .map_err(self.db_error())?;
+        let snapshot_id = self
+            .insert_snapshot(prepared, source, run_id, &ids)
+            .map_err(self.db_error())?;
         upsert_objects(self.tx, run_id, &dump.objects, &ids).map_err(self.db_error())?;
-        let memory_of = self.write_memories(prepared, run_id, snapshot_id, &ids).map_err(self.db_error())?;
-        let open = self.write_spans(prepared, run_id, &ids, &memory_of, (prev, next), cache).map_err(self.db_error())?;
+        let memory_of = self
+            .write_memories(prepared, run_id, snapshot_id, &ids)
+            .map_err(self.db_error())?;
+        let open = self
+            .write_spans(prepared, run_id, &ids, &memory_of, (prev, next), cache)
+            .map_err(self.db_error())?;
         let allocations = dump.allocation_count() as u64;
-        let outcome = if replaced { Outcome::Replaced { snapshot_id, allocations } } else { Outcome::Imported { snapshot_id, allocations } };
+        let outcome = if replaced {
+            Outcome::Replaced {
+                snapshot_id,
+                allocations,
+            }
+        } else {
+            Outcome::Imported {
+                snapshot_id,
+                allocations,
+            }
+        };
         Ok(Landed { outcome, open })
     }
 
     /// What is already stored under the dump's (run, node, seq): nothing, the same content, or a
     /// different dump, which is removed when replacing is asked for and refused otherwise.
-    fn existing(&mut self, prepared: &Prepared, source: &str, replace: bool, run_id: i64) -> Result<Existing> {
+    fn existing(
+        &mut self,
+        prepared: &Prepared,
+        source: &str,
+        replace: bool,
+        run_id: i64,
+    ) -> Result<Existing> {
         let dump = &prepared.dump;
         let (node, seq) = (dump.run.node, dump.snapshot.seq);
         let found: Option<(i64, Vec<u8>, i64, String)> = self
@@ -232,15 +306,21 @@ impl Writer<'_, '_> {
             )
             .optional()
             .map_err(self.db_error())?;
-        let Some((snapshot_id, digest, digest_version, earlier_source)) = found else { return Ok(Existing::None) };
+        let Some((snapshot_id, digest, digest_version, earlier_source)) = found else {
+            return Ok(Existing::None);
+        };
         let same = if digest_version >= DIGEST_VERSION {
             digest == prepared.digest
         } else {
             // Imported by memstate 1, whose digest cannot be recomputed: compare what is stored.
-            let same = legacy::stored_matches(self.tx, snapshot_id, run_id, node, prepared).map_err(self.db_error())?;
+            let same = legacy::stored_matches(self.tx, snapshot_id, run_id, node, prepared)
+                .map_err(self.db_error())?;
             if same {
                 self.tx
-                    .execute("UPDATE snapshot SET digest = ?1, digest_version = ?2 WHERE id = ?3", params![&prepared.digest[..], DIGEST_VERSION, snapshot_id])
+                    .execute(
+                        "UPDATE snapshot SET digest = ?1, digest_version = ?2 WHERE id = ?3",
+                        params![&prepared.digest[..], DIGEST_VERSION, snapshot_id],
+                    )
                     .map_err(self.db_error())?;
             }
             same
@@ -263,7 +343,13 @@ impl Writer<'_, '_> {
     }
 
     /// The snapshot's row (after the later snapshots of its node move up one place); its id.
-    fn insert_snapshot(&self, prepared: &Prepared, source: &str, run_id: i64, ids: &[i64]) -> rusqlite::Result<i64> {
+    fn insert_snapshot(
+        &self,
+        prepared: &Prepared,
+        source: &str,
+        run_id: i64,
+        ids: &[i64],
+    ) -> rusqlite::Result<i64> {
         let dump = &prepared.dump;
         let (node, seq) = (dump.run.node, dump.snapshot.seq);
         let opt = |value: Option<Sym>| value.map(|sym| ids[sym.0 as usize]);
@@ -299,7 +385,13 @@ impl Writer<'_, '_> {
 
     /// Each memory (described anew), its figures and failed requests at this snapshot, and the
     /// links of its allocations to client objects; the memories' ids, in the dump's order.
-    fn write_memories(&self, prepared: &Prepared, run_id: i64, snapshot_id: i64, ids: &[i64]) -> rusqlite::Result<Vec<i64>> {
+    fn write_memories(
+        &self,
+        prepared: &Prepared,
+        run_id: i64,
+        snapshot_id: i64,
+        ids: &[i64],
+    ) -> rusqlite::Result<Vec<i64>> {
         let dump = &prepared.dump;
         let (node, seq) = (dump.run.node, dump.snapshot.seq);
         let sym = |sym: Sym| ids[sym.0 as usize];
@@ -330,10 +422,21 @@ impl Writer<'_, '_> {
         )?;
         let mut memory_of = Vec::with_capacity(dump.memories.len());
         for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
-            let memory_id: i64 =
-                upsert_memory.query_row(params![run_id, node, id_bits(memory.id), sym(memory.kind), opt(memory.name), seq], |row| row.get(0))?;
+            let memory_id: i64 = upsert_memory.query_row(
+                params![
+                    run_id,
+                    node,
+                    id_bits(memory.id),
+                    sym(memory.kind),
+                    opt(memory.name),
+                    seq
+                ],
+                |row| row.get(0),
+            )?;
             let keys = [Value::Integer(snapshot_id), Value::Integer(memory_id)];
-            insert_state.execute(params_from_iter(keys.into_iter().chain(figure_values(memory, figures))))?;
+            insert_state.execute(params_from_iter(
+                keys.into_iter().chain(figure_values(memory, figures)),
+            ))?;
             for (ordinal, request) in memory.failed_requests.iter().enumerate() {
                 insert_failed.execute(params![
                     snapshot_id,
@@ -349,7 +452,13 @@ impl Writer<'_, '_> {
             }
             for allocation in &memory.allocations {
                 for field in &allocation.fields {
-                    insert_link.execute(params![run_id, id_bits(allocation.uid), field.id, sym(field.object), field.size.map(size_bits)])?;
+                    insert_link.execute(params![
+                        run_id,
+                        id_bits(allocation.uid),
+                        field.id,
+                        sym(field.object),
+                        field.size.map(size_bits)
+                    ])?;
                 }
             }
             memory_of.push(memory_id);
@@ -380,35 +489,68 @@ impl Writer<'_, '_> {
             let (memory, memory_id) = (&dump.memories[index], memory_of[index]);
             prepared.by_uid[index].iter().map(move |&position| {
                 let allocation = &memory.allocations[position as usize];
-                ((memory_id, id_bits(allocation.uid)), allocation_attrs(allocation, sym(allocation.kind), opt(allocation.provenance), opt(allocation.label)))
+                (
+                    (memory_id, id_bits(allocation.uid)),
+                    allocation_attrs(
+                        allocation,
+                        sym(allocation.kind),
+                        opt(allocation.provenance),
+                        opt(allocation.label),
+                    ),
+                )
             })
         });
         let holes = memories_in_order.iter().flat_map(|&index| {
             let memory_id = memory_of[index];
-            prepared.holes[index].iter().map(move |hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size)))
+            prepared.holes[index]
+                .iter()
+                .map(move |hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size)))
         });
         // The spans around `seq`: from memory when `seq` follows the node's latest snapshot that
         // this importer wrote, else from the database.
         let tx = self.tx;
         let memory_ids = node_memories(tx, run_id, node)?;
         let appended = next.is_none() && prev.is_some();
-        let (prev_allocations, prev_holes) = match (cache.filter(|spans| appended && Some(spans.latest) == prev), prev) {
+        let (prev_allocations, prev_holes) = match (
+            cache.filter(|spans| appended && Some(spans.latest) == prev),
+            prev,
+        ) {
             (Some(spans), _) => (spans.allocations, spans.holes),
-            (None, Some(_)) if appended => (AllocationSpans::open(tx, &memory_ids)?, HoleSpans::open(tx, &memory_ids)?),
-            (None, Some(prev)) => (AllocationSpans::containing(tx, &memory_ids, prev)?, HoleSpans::containing(tx, &memory_ids, prev)?),
+            (None, Some(_)) if appended => (
+                AllocationSpans::open(tx, &memory_ids)?,
+                HoleSpans::open(tx, &memory_ids)?,
+            ),
+            (None, Some(prev)) => (
+                AllocationSpans::containing(tx, &memory_ids, prev)?,
+                HoleSpans::containing(tx, &memory_ids, prev)?,
+            ),
             (None, None) => (Vec::new(), Vec::new()),
         };
         let (next_allocations, next_holes) = match next {
-            Some(next) => (AllocationSpans::containing(tx, &memory_ids, next)?, HoleSpans::containing(tx, &memory_ids, next)?),
+            Some(next) => (
+                AllocationSpans::containing(tx, &memory_ids, next)?,
+                HoleSpans::containing(tx, &memory_ids, next)?,
+            ),
             None => (Vec::new(), Vec::new()),
         };
-        let allocation_spans = spans::plan_insert(seq, prev, next, prev_allocations, &next_allocations, allocations);
+        let allocation_spans = spans::plan_insert(
+            seq,
+            prev,
+            next,
+            prev_allocations,
+            &next_allocations,
+            allocations,
+        );
         let hole_spans = spans::plan_insert(seq, prev, next, prev_holes, &next_holes, holes);
         AllocationSpans::apply(tx, &allocation_spans.changes)?;
         HoleSpans::apply(tx, &hole_spans.changes)?;
         // When `seq` is the node's latest snapshot, its open spans are what the next dump needs.
         Ok(match (allocation_spans.open, hole_spans.open) {
-            (Some(allocations), Some(holes)) => Some(NodeSpans { latest: seq, allocations, holes }),
+            (Some(allocations), Some(holes)) => Some(NodeSpans {
+                latest: seq,
+                allocations,
+                holes,
+            }),
             _ => None,
         })
     }
@@ -426,7 +568,12 @@ impl Writer<'_, '_> {
         )?;
         let mut added = 0;
         for link in &annotations.links {
-            added += insert.execute(params![run_id, id_bits(link.uid), link.field.unwrap_or(-1), ids[link.object.0 as usize]])? as u64;
+            added += insert.execute(params![
+                run_id,
+                id_bits(link.uid),
+                link.field.unwrap_or(-1),
+                ids[link.object.0 as usize]
+            ])? as u64;
         }
         Ok(added)
     }
@@ -434,10 +581,17 @@ impl Writer<'_, '_> {
 
 fn upsert_run(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
     conn.execute("INSERT OR IGNORE INTO run (name) VALUES (?1)", [name])?;
-    conn.query_row("SELECT id FROM run WHERE name = ?1", [name], |row| row.get(0))
+    conn.query_row("SELECT id FROM run WHERE name = ?1", [name], |row| {
+        row.get(0)
+    })
 }
 
-fn intern(conn: &Connection, cache: &mut HashMap<String, i64>, new_strings: &mut Vec<String>, text: &str) -> rusqlite::Result<i64> {
+fn intern(
+    conn: &Connection,
+    cache: &mut HashMap<String, i64>,
+    new_strings: &mut Vec<String>,
+    text: &str,
+) -> rusqlite::Result<i64> {
     if let Some(id) = cache.get(text) {
         return Ok(*id);
     }
@@ -445,7 +599,8 @@ fn intern(conn: &Connection, cache: &mut HashMap<String, i64>, new_strings: &mut
     let id = if insert.execute([text])? == 1 {
         conn.last_insert_rowid()
     } else {
-        conn.prepare_cached("SELECT id FROM string WHERE value = ?1")?.query_row([text], |row| row.get(0))?
+        conn.prepare_cached("SELECT id FROM string WHERE value = ?1")?
+            .query_row([text], |row| row.get(0))?
     };
     cache.insert(text.to_string(), id);
     new_strings.push(text.to_string());
@@ -453,7 +608,12 @@ fn intern(conn: &Connection, cache: &mut HashMap<String, i64>, new_strings: &mut
 }
 
 /// The imported seqs of a node just before and just after `seq`.
-fn neighbours(conn: &Connection, run_id: i64, node: i64, seq: i64) -> rusqlite::Result<(Option<i64>, Option<i64>)> {
+fn neighbours(
+    conn: &Connection,
+    run_id: i64,
+    node: i64,
+    seq: i64,
+) -> rusqlite::Result<(Option<i64>, Option<i64>)> {
     conn.query_row(
         "SELECT (SELECT max(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3),
                 (SELECT min(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq > ?3)",
@@ -463,17 +623,34 @@ fn neighbours(conn: &Connection, run_id: i64, node: i64, seq: i64) -> rusqlite::
 }
 
 /// Every memory a node has had.
-pub(super) fn node_memories(conn: &Connection, run_id: i64, node: i64) -> rusqlite::Result<Vec<i64>> {
-    let mut statement = conn.prepare_cached("SELECT id FROM memory WHERE run_id = ?1 AND node = ?2 ORDER BY id")?;
+pub(super) fn node_memories(
+    conn: &Connection,
+    run_id: i64,
+    node: i64,
+) -> rusqlite::Result<Vec<i64>> {
+    let mut statement =
+        conn.prepare_cached("SELECT id FROM memory WHERE run_id = ?1 AND node = ?2 ORDER BY id")?;
     let rows = statement.query_map(params![run_id, node], |row| row.get(0))?;
     rows.collect()
 }
 
 /// Remove a snapshot and everything that is only its (for `--replace`), keeping the spans exact.
-fn remove_snapshot(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, seq: i64) -> rusqlite::Result<()> {
+fn remove_snapshot(
+    conn: &Connection,
+    snapshot_id: i64,
+    run_id: i64,
+    node: i64,
+    seq: i64,
+) -> rusqlite::Result<()> {
     let (prev, next) = neighbours(conn, run_id, node, seq)?;
     let memory_ids = node_memories(conn, run_id, node)?;
-    fn remove<T: SpanTable>(conn: &Connection, memory_ids: &[i64], seq: i64, prev: Option<i64>, next: Option<i64>) -> rusqlite::Result<()> {
+    fn remove<T: SpanTable>(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+        prev: Option<i64>,
+        next: Option<i64>,
+    ) -> rusqlite::Result<()> {
         let here = T::containing(conn, memory_ids, seq)?;
         let before = match prev {
             Some(prev) => T::containing(conn, memory_ids, prev)?,
@@ -483,23 +660,44 @@ fn remove_snapshot(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, 
             Some(next) => T::containing(conn, memory_ids, next)?,
             None => Vec::new(),
         };
-        T::apply(conn, &spans::plan_remove(seq, prev, next, &here, &before, &after))
+        T::apply(
+            conn,
+            &spans::plan_remove(seq, prev, next, &here, &before, &after),
+        )
     }
     remove::<AllocationSpans>(conn, &memory_ids, seq, prev, next)?;
     remove::<HoleSpans>(conn, &memory_ids, seq, prev, next)?;
-    conn.execute("DELETE FROM failed_request WHERE snapshot_id = ?1", [snapshot_id])?;
-    conn.execute("DELETE FROM memory_state WHERE snapshot_id = ?1", [snapshot_id])?;
+    conn.execute(
+        "DELETE FROM failed_request WHERE snapshot_id = ?1",
+        [snapshot_id],
+    )?;
+    conn.execute(
+        "DELETE FROM memory_state WHERE snapshot_id = ?1",
+        [snapshot_id],
+    )?;
     conn.execute("DELETE FROM snapshot WHERE id = ?1", [snapshot_id])?;
-    conn.execute("UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])?;
+    conn.execute(
+        "UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3",
+        params![run_id, node, seq],
+    )?;
     Ok(())
 }
 
 /// Objects are described again by every dump. A later description fills in what earlier ones left
 /// out; where two disagree, the greater value (by text) is kept, so that the result does not
 /// depend on the order of imports.
-fn upsert_objects(conn: &Connection, run_id: i64, objects: &[Object], ids: &[i64]) -> rusqlite::Result<()> {
-    let pick = |column: &str| format!("{column} = (SELECT id FROM string WHERE id IN ({column}, excluded.{column}) ORDER BY value DESC LIMIT 1)");
-    let text = |column: &str| format!("{column} = max(coalesce({column}, excluded.{column}), coalesce(excluded.{column}, {column}))");
+fn upsert_objects(
+    conn: &Connection,
+    run_id: i64,
+    objects: &[Object],
+    ids: &[i64],
+) -> rusqlite::Result<()> {
+    let pick = |column: &str| {
+        format!("{column} = (SELECT id FROM string WHERE id IN ({column}, excluded.{column}) ORDER BY value DESC LIMIT 1)")
+    };
+    let text = |column: &str| {
+        format!("{column} = max(coalesce({column}, excluded.{column}), coalesce(excluded.{column}, {column}))")
+    };
     let sql = format!(
         "INSERT INTO object (run_id, object_key, kind, name, shape, dtype, transform, partition, provenance, attrs)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)

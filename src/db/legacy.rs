@@ -13,7 +13,13 @@ use crate::dump::{Prepared, Sym};
 /// Whether a stored snapshot holds what `prepared` would store: the snapshot's own fields, each
 /// memory's figures, allocations, holes and failed requests. (Descriptions of memories and objects
 /// are kept per run, not per snapshot, so they are not compared.) Nothing is written.
-pub(super) fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, node: i64, prepared: &Prepared) -> rusqlite::Result<bool> {
+pub(super) fn stored_matches(
+    conn: &Connection,
+    snapshot_id: i64,
+    run_id: i64,
+    node: i64,
+    prepared: &Prepared,
+) -> rusqlite::Result<bool> {
     let dump = &prepared.dump;
     // Texts to their ids, without interning: a text the database lacks cannot be stored.
     let mut ids: Vec<Option<i64>> = Vec::with_capacity(dump.strings.len());
@@ -29,13 +35,24 @@ pub(super) fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, n
             Some(value) => ids[value.0 as usize].map(Some),
         }
     };
-    type SnapshotRow = (i64, Option<String>, String, Option<i64>, Option<i64>, Option<String>, Option<i64>, i64);
+    type SnapshotRow = (
+        i64,
+        Option<String>,
+        String,
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+        Option<i64>,
+        i64,
+    );
     let stored: SnapshotRow = conn.query_row(
         "SELECT time_ns, wall_time, reason, note, producer, host, pid, format_version FROM snapshot WHERE id = ?1",
         [snapshot_id],
         |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?, row.get(7)?)),
     )?;
-    let (Some(note), Some(producer)) = (text_id(dump.snapshot.note), text_id(dump.producer)) else { return Ok(false) };
+    let (Some(note), Some(producer)) = (text_id(dump.snapshot.note), text_id(dump.producer)) else {
+        return Ok(false);
+    };
     let wanted: SnapshotRow = (
         dump.snapshot.time_ns,
         dump.snapshot.wall_time.clone(),
@@ -58,7 +75,9 @@ pub(super) fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, n
     )?;
     let mut rows = statement.query([snapshot_id])?;
     while let Some(row) = rows.next()? {
-        let figures = (2..14).map(|index| row.get::<_, rusqlite::types::Value>(index)).collect::<rusqlite::Result<Vec<_>>>()?;
+        let figures = (2..14)
+            .map(|index| row.get::<_, rusqlite::types::Value>(index))
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         memories.insert(row.get(0)?, (row.get(1)?, figures));
     }
     if memories.len() != dump.memories.len() {
@@ -66,24 +85,48 @@ pub(super) fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, n
     }
     let mut wanted_allocations = Vec::new();
     let mut wanted_holes = Vec::new();
-    for ((memory, figures), holes) in dump.memories.iter().zip(&prepared.figures).zip(&prepared.holes) {
-        let Some((memory_id, stored)) = memories.get(&id_bits(memory.id)) else { return Ok(false) };
+    for ((memory, figures), holes) in dump
+        .memories
+        .iter()
+        .zip(&prepared.figures)
+        .zip(&prepared.holes)
+    {
+        let Some((memory_id, stored)) = memories.get(&id_bits(memory.id)) else {
+            return Ok(false);
+        };
         if stored[..] != figure_values(memory, figures)[..] {
             return Ok(false);
         }
         for allocation in &memory.allocations {
-            let (Some(kind), Some(provenance), Some(label)) = (sym(allocation.kind), text_id(allocation.provenance), text_id(allocation.label)) else {
+            let (Some(kind), Some(provenance), Some(label)) = (
+                sym(allocation.kind),
+                text_id(allocation.provenance),
+                text_id(allocation.label),
+            ) else {
                 return Ok(false);
             };
-            wanted_allocations.push(((*memory_id, id_bits(allocation.uid)), allocation_attrs(allocation, kind, provenance, label)));
+            wanted_allocations.push((
+                (*memory_id, id_bits(allocation.uid)),
+                allocation_attrs(allocation, kind, provenance, label),
+            ));
         }
-        wanted_holes.extend(holes.iter().map(|hole| ((*memory_id, size_bits(hole.offset)), size_bits(hole.size))));
+        wanted_holes.extend(
+            holes
+                .iter()
+                .map(|hole| ((*memory_id, size_bits(hole.offset)), size_bits(hole.size))),
+        );
     }
     let seq = dump.snapshot.seq;
     let memory_ids = node_memories(conn, run_id, node)?;
     let stored_allocations: Vec<((i64, i64), AllocationAttrs)> =
-        AllocationSpans::containing(conn, &memory_ids, seq)?.into_iter().map(|(key, span)| (key, span.attrs)).collect();
-    let stored_holes: Vec<((i64, i64), i64)> = HoleSpans::containing(conn, &memory_ids, seq)?.into_iter().map(|(key, span)| (key, span.attrs)).collect();
+        AllocationSpans::containing(conn, &memory_ids, seq)?
+            .into_iter()
+            .map(|(key, span)| (key, span.attrs))
+            .collect();
+    let stored_holes: Vec<((i64, i64), i64)> = HoleSpans::containing(conn, &memory_ids, seq)?
+        .into_iter()
+        .map(|(key, span)| (key, span.attrs))
+        .collect();
     wanted_allocations.sort_by_key(|(key, _)| *key);
     wanted_holes.sort_by_key(|(key, _)| *key);
     if stored_allocations != wanted_allocations || stored_holes != wanted_holes {
@@ -93,15 +136,36 @@ pub(super) fn stored_matches(conn: &Connection, snapshot_id: i64, run_id: i64, n
     let mut statement = conn.prepare(
         "SELECT memory_id, size, alignment, kind, provenance, time_ns, note FROM failed_request WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
     )?;
-    type RequestRow = (i64, i64, Option<i64>, Option<i64>, Option<i64>, Option<i64>, Option<i64>);
+    type RequestRow = (
+        i64,
+        i64,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+        Option<i64>,
+    );
     let stored: Vec<RequestRow> = statement
-        .query_map([snapshot_id], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?, row.get(5)?, row.get(6)?)))?
+        .query_map([snapshot_id], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+            ))
+        })?
         .collect::<rusqlite::Result<_>>()?;
     let mut wanted: Vec<RequestRow> = Vec::new();
     for memory in &dump.memories {
         let memory_id = memories[&id_bits(memory.id)].0;
         for request in &memory.failed_requests {
-            if [request.kind, request.provenance, request.note].iter().any(|value| text_id(*value).is_none()) {
+            if [request.kind, request.provenance, request.note]
+                .iter()
+                .any(|value| text_id(*value).is_none())
+            {
                 return Ok(false);
             }
             wanted.push((

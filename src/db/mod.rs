@@ -62,24 +62,36 @@ impl Database {
     pub fn finish(self) -> Result<()> {
         let display = self.display();
         let conn = self.conn;
-        conn.busy_timeout(Duration::ZERO).map_err(|error| Error::database(&display, error))?;
+        conn.busy_timeout(Duration::ZERO)
+            .map_err(|error| Error::database(&display, error))?;
         if let Some(pages_at_open) = self.pages_at_open {
-            let pages: i64 = conn.query_row("PRAGMA page_count", [], |row| row.get(0)).unwrap_or(0);
-            if pages >= COMPACT_MIN_PAGES && pages.saturating_mul(3) >= pages_at_open.saturating_mul(4) {
+            let pages: i64 = conn
+                .query_row("PRAGMA page_count", [], |row| row.get(0))
+                .unwrap_or(0);
+            if pages >= COMPACT_MIN_PAGES
+                && pages.saturating_mul(3) >= pages_at_open.saturating_mul(4)
+            {
                 match conn.execute_batch("VACUUM") {
                     Ok(()) => {}
                     Err(error) if is_busy(&error) => {}
-                    Err(error) => return Err(Error::database(display, format!("cannot compact: {error}"))),
+                    Err(error) => {
+                        return Err(Error::database(display, format!("cannot compact: {error}")))
+                    }
                 }
             }
         }
         let switched = conn
-            .query_row("PRAGMA journal_mode = DELETE", [], |row| row.get::<_, String>(0))
+            .query_row("PRAGMA journal_mode = DELETE", [], |row| {
+                row.get::<_, String>(0)
+            })
             .map(|mode| mode.eq_ignore_ascii_case("delete"));
         match switched {
             Ok(_) => Ok(()),
             Err(error) if is_busy(&error) => Ok(()),
-            Err(error) => Err(Error::database(display, format!("cannot leave WAL mode: {error}"))),
+            Err(error) => Err(Error::database(
+                display,
+                format!("cannot leave WAL mode: {error}"),
+            )),
         }
     }
 }
@@ -106,7 +118,12 @@ fn check_header(path: &Path) -> Result<()> {
     let display = path.display().to_string();
     // Look before opening: opening a FIFO waits for a writer, forever.
     match std::fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => return Err(Error::database(display, "not a regular file (a FIFO, socket, device or folder); name a database file")),
+        Ok(meta) if !meta.is_file() => {
+            return Err(Error::database(
+                display,
+                "not a regular file (a FIFO, socket, device or folder); name a database file",
+            ))
+        }
         _ => {}
     }
     let mut file = match std::fs::File::open(path) {
@@ -129,7 +146,10 @@ fn check_header(path: &Path) -> Result<()> {
     if read == 0 || &header == SQLITE_HEADER {
         Ok(())
     } else {
-        Err(Error::database(display, "not a SQLite database (left untouched)"))
+        Err(Error::database(
+            display,
+            "not a SQLite database (left untouched)",
+        ))
     }
 }
 
@@ -137,19 +157,26 @@ fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connection> {
     let display = path.display().to_string();
     let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(|error| Error::database(&display, error))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|error| Error::database(&display, error))?;
     Ok(conn)
 }
 
 /// Switch to WAL mode (concurrent readers while importing). The switch takes a lock SQLite does not
 /// wait for by itself, so it is retried for as long as the busy timeout.
 fn enter_wal(conn: &Connection, display: &str) -> Result<()> {
-    let journal: String = schema::retry_busy(BUSY_TIMEOUT, || conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)))
-        .map_err(|error| Error::database(display, format!("cannot switch to WAL mode: {error}")))?;
+    let journal: String = schema::retry_busy(BUSY_TIMEOUT, || {
+        conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+    })
+    .map_err(|error| Error::database(display, format!("cannot switch to WAL mode: {error}")))?;
     if !journal.eq_ignore_ascii_case("wal") {
-        return Err(Error::database(display, format!("cannot switch to WAL mode (journal mode stays {journal})")));
+        return Err(Error::database(
+            display,
+            format!("cannot switch to WAL mode (journal mode stays {journal})"),
+        ));
     }
-    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192;").map_err(|error| Error::database(display, error))
+    conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192;")
+        .map_err(|error| Error::database(display, error))
 }
 
 /// Open (creating if needed) the database at `path` for reading and writing, migrated to the
@@ -169,12 +196,21 @@ pub fn open(path: &Path) -> Result<Database> {
             }
         }
     }
-    let mut conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE)?;
+    let mut conn = open_connection(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
+    )?;
     // Counted before any migration: an upgrade that rebuilds a table is a bulk write too.
-    let pages_at_open = conn.query_row("PRAGMA page_count", [], |row| row.get(0)).map_err(|error| Error::database(&display, error))?;
+    let pages_at_open = conn
+        .query_row("PRAGMA page_count", [], |row| row.get(0))
+        .map_err(|error| Error::database(&display, error))?;
     schema::bring_up_to_date(&mut conn, &display, BUSY_TIMEOUT)?;
     enter_wal(&conn, &display)?;
-    Ok(Database { conn, path: path.to_path_buf(), pages_at_open: Some(pages_at_open) })
+    Ok(Database {
+        conn,
+        path: path.to_path_buf(),
+        pages_at_open: Some(pages_at_open),
+    })
 }
 
 /// `file:` URI of a path, for SQLite's URI parameters.
@@ -183,7 +219,9 @@ fn uri(path: &Path, parameters: &str) -> String {
     let mut encoded = String::with_capacity(text.len() + 16);
     for byte in text.bytes() {
         match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'.' | b'-' | b'_' | b'~' => encoded.push(byte as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'.' | b'-' | b'_' | b'~' => {
+                encoded.push(byte as char)
+            }
             _ => encoded.push_str(&format!("%{byte:02X}")),
         }
     }
@@ -196,7 +234,9 @@ fn folder_writable(path: &Path) -> bool {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let Ok(text) = std::ffi::CString::new(folder.as_os_str().as_encoded_bytes()) else { return false };
+    let Ok(text) = std::ffi::CString::new(folder.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
     // access(2) answers for this process's user and mount (EROFS), which is what SQLite meets.
     // SAFETY: a valid NUL-terminated path that access only reads.
     unsafe { libc::access(text.as_ptr(), libc::W_OK) == 0 }
@@ -231,14 +271,22 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
             // writer can be at work, so it is read as an immutable file, unless a write-ahead log
             // with content is there (that content could not be read without writing).
             let wal = PathBuf::from(format!("{display}-wal"));
-            if std::fs::metadata(&wal).map(|meta| meta.len() > 0).unwrap_or(false) {
+            if std::fs::metadata(&wal)
+                .map(|meta| meta.len() > 0)
+                .unwrap_or(false)
+            {
                 return Err(Error::database(
                     display,
                     format!("{error}; its write-ahead log ({}) holds changes that can only be read where the folder is writable", wal.display()),
                 ));
             }
-            conn = Connection::open_with_flags(uri(path, "immutable=1"), OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-                .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
+            conn = Connection::open_with_flags(
+                uri(path, "immutable=1"),
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
             schema::classify(&conn, &display)?
         }
         Err(error) => return Err(error),
@@ -246,7 +294,10 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
     match found {
         schema::Found::Memstate { version } if version == schema_version() => {}
         schema::Found::New => {
-            return Err(Error::database(display, "an empty database; import dumps first (memstate import PATH...)"));
+            return Err(Error::database(
+                display,
+                "an empty database; import dumps first (memstate import PATH...)",
+            ));
         }
         schema::Found::HalfMade => {
             return Err(Error::database(display, "holds no data yet (an interrupted first import); import dumps first (memstate import PATH...)"));
@@ -265,6 +316,11 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
             conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
         }
     }
-    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0).map_err(|error| Error::database(&display, error))?;
-    Ok(Database { conn, path: path.to_path_buf(), pages_at_open: None })
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)
+        .map_err(|error| Error::database(&display, error))?;
+    Ok(Database {
+        conn,
+        path: path.to_path_buf(),
+        pages_at_open: None,
+    })
 }

@@ -58,7 +58,10 @@ pub fn migrations() -> &'static [Migration] {
 
 /// The schema version this build writes: the newest embedded migration.
 pub fn schema_version() -> i64 {
-    migrations().last().map(|migration| migration.version).unwrap_or(0)
+    migrations()
+        .last()
+        .map(|migration| migration.version)
+        .unwrap_or(0)
 }
 
 /// What a file turned out to be.
@@ -102,10 +105,17 @@ fn known_objects() -> &'static BTreeSet<String> {
 pub fn storage_tables() -> Vec<String> {
     let mut tables = vec![HISTORY.to_string()];
     if let Ok(conn) = Connection::open_in_memory() {
-        let applied = migrations().iter().all(|migration| conn.execute_batch(&migration.sql).is_ok());
+        let applied = migrations()
+            .iter()
+            .all(|migration| conn.execute_batch(&migration.sql).is_ok());
         if applied {
             if let Ok(names) = object_names(&conn) {
-                tables.extend(names.into_iter().filter(|(kind, _)| kind == "table").map(|(_, name)| name));
+                tables.extend(
+                    names
+                        .into_iter()
+                        .filter(|(kind, _)| kind == "table")
+                        .map(|(_, name)| name),
+                );
             }
         }
     }
@@ -122,14 +132,18 @@ fn object_names(conn: &Connection) -> rusqlite::Result<Vec<(String, String)>> {
 
 /// The history rows (version, name), read without trusting their types.
 fn history(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Option<String>)>> {
-    let mut statement = conn.prepare(&format!("SELECT version, name FROM {HISTORY} ORDER BY version"))?;
+    let mut statement = conn.prepare(&format!(
+        "SELECT version, name FROM {HISTORY} ORDER BY version"
+    ))?;
     let rows = statement.query_map([], |row| {
         let version = match row.get_ref(0)? {
             rusqlite::types::ValueRef::Integer(version) => Some(version),
             _ => None,
         };
         let name = match row.get_ref(1)? {
-            rusqlite::types::ValueRef::Text(text) => Some(String::from_utf8_lossy(text).into_owned()),
+            rusqlite::types::ValueRef::Text(text) => {
+                Some(String::from_utf8_lossy(text).into_owned())
+            }
             _ => None,
         };
         Ok((version, name))
@@ -140,7 +154,9 @@ fn history(conn: &Connection) -> rusqlite::Result<Vec<(Option<i64>, Option<Strin
 /// Whether every history row names one of the embedded migrations.
 fn history_is_ours(rows: &[(Option<i64>, Option<String>)]) -> bool {
     rows.iter().all(|(version, name)| {
-        migrations().iter().any(|migration| Some(migration.version) == *version && name.as_deref() == Some(migration.name.as_str()))
+        migrations().iter().any(|migration| {
+            Some(migration.version) == *version && name.as_deref() == Some(migration.name.as_str())
+        })
     })
 }
 
@@ -155,7 +171,8 @@ pub fn classify(conn: &Connection, display: &str) -> Result<Found> {
     if !conn.is_autocommit() {
         return classify_now(conn, display);
     }
-    conn.execute_batch("BEGIN DEFERRED").map_err(read_error(display))?;
+    conn.execute_batch("BEGIN DEFERRED")
+        .map_err(read_error(display))?;
     let found = classify_now(conn, display);
     let _ = conn.execute_batch("COMMIT");
     found
@@ -163,12 +180,24 @@ pub fn classify(conn: &Connection, display: &str) -> Result<Found> {
 
 fn classify_now(conn: &Connection, display: &str) -> Result<Found> {
     let error = read_error(display);
-    let application_id: i32 = conn.query_row("PRAGMA application_id", [], |row| row.get(0)).map_err(&error)?;
-    let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(&error)?;
+    let application_id: i32 = conn
+        .query_row("PRAGMA application_id", [], |row| row.get(0))
+        .map_err(&error)?;
+    let user_version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .map_err(&error)?;
     let objects = object_names(conn).map_err(&error)?;
     let shown = || {
-        let names: Vec<&str> = objects.iter().map(|(_, name)| name.as_str()).take(5).collect();
-        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        let names: Vec<&str> = objects
+            .iter()
+            .map(|(_, name)| name.as_str())
+            .take(5)
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
     };
     if objects.is_empty() {
         return if application_id == 0 || application_id == APPLICATION_ID {
@@ -177,8 +206,14 @@ fn classify_now(conn: &Connection, display: &str) -> Result<Found> {
             Err(foreign(display, format!("an empty SQLite database of another application (application id {application_id:#x})")))
         };
     }
-    let has_history = objects.iter().any(|(kind, name)| kind == "table" && name == HISTORY);
-    let rows = if has_history { history(conn).map_err(&error)? } else { Vec::new() };
+    let has_history = objects
+        .iter()
+        .any(|(kind, name)| kind == "table" && name == HISTORY);
+    let rows = if has_history {
+        history(conn).map_err(&error)?
+    } else {
+        Vec::new()
+    };
     let latest = schema_version();
     if application_id == APPLICATION_ID {
         let recorded = rows.iter().filter_map(|(version, _)| *version).max();
@@ -201,7 +236,13 @@ fn classify_now(conn: &Connection, display: &str) -> Result<Found> {
     // holding no data, is taken over.
     let known = known_objects();
     if let Some((_, stranger)) = objects.iter().find(|(_, name)| !known.contains(name)) {
-        return Err(foreign(display, format!("a SQLite database, but not a memstate database (it has {stranger:?}; tables: {})", shown())));
+        return Err(foreign(
+            display,
+            format!(
+                "a SQLite database, but not a memstate database (it has {stranger:?}; tables: {})",
+                shown()
+            ),
+        ));
     }
     if !history_is_ours(&rows) {
         return Err(foreign(display, format!("a SQLite database, but not a memstate database (foreign schema history; tables: {})", shown())));
@@ -209,7 +250,11 @@ fn classify_now(conn: &Connection, display: &str) -> Result<Found> {
     for (kind, name) in &objects {
         if kind == "table" && name != HISTORY && name != "span_level" {
             let holds_data: bool = conn
-                .query_row(&format!("SELECT EXISTS (SELECT 1 FROM \"{name}\")"), [], |row| row.get(0))
+                .query_row(
+                    &format!("SELECT EXISTS (SELECT 1 FROM \"{name}\")"),
+                    [],
+                    |row| row.get(0),
+                )
                 .map_err(&error)?;
             if holds_data {
                 return Err(foreign(display, format!("a damaged memstate database: its table {name} holds data but the schema is not marked as memstate's")));
@@ -226,7 +271,10 @@ fn is_busy(error: &rusqlite::Error) -> bool {
 /// Run `step` until it does not fail with "database is locked" or `patience` has passed. SQLite
 /// does not call the busy handler for every lock (changing the journal mode, for one), so the
 /// callers that meet those locks retry here.
-pub fn retry_busy<T>(patience: Duration, mut step: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+pub fn retry_busy<T>(
+    patience: Duration,
+    mut step: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(5);
     loop {
@@ -249,11 +297,17 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
         Found::Memstate { version } if version == latest => return Ok(()),
         Found::New => {
             // Larger pages make span rows cheaper to write; only settable before the first table.
-            conn.execute_batch("PRAGMA page_size = 16384;").map_err(|error| Error::database(display, error))?;
+            conn.execute_batch("PRAGMA page_size = 16384;")
+                .map_err(|error| Error::database(display, error))?;
         }
         _ => {}
     }
-    let db_error = |error: rusqlite::Error| Error::database(display, format!("cannot create or upgrade the schema: {error}"));
+    let db_error = |error: rusqlite::Error| {
+        Error::database(
+            display,
+            format!("cannot create or upgrade the schema: {error}"),
+        )
+    };
     retry_busy(patience, || conn.execute_batch("BEGIN IMMEDIATE")).map_err(db_error)?;
     let result = (|| -> Result<()> {
         // With the write lock held, look again: another process may have done it meanwhile.
@@ -269,9 +323,18 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
             "CREATE TABLE IF NOT EXISTS {HISTORY} (version INT4 PRIMARY KEY, name VARCHAR(255), applied_on VARCHAR(255), checksum VARCHAR(255));"
         ))
         .map_err(db_error)?;
-        for migration in migrations().iter().filter(|migration| migration.version > from) {
+        for migration in migrations()
+            .iter()
+            .filter(|migration| migration.version > from)
+        {
             conn.execute_batch(&migration.sql).map_err(|error| {
-                Error::database(display, format!("cannot apply migration V{}__{}: {error}", migration.version, migration.name))
+                Error::database(
+                    display,
+                    format!(
+                        "cannot apply migration V{}__{}: {error}",
+                        migration.version, migration.name
+                    ),
+                )
             })?;
             conn.execute(
                 &format!("INSERT INTO {HISTORY} (version, name, applied_on, checksum) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?3)"),
@@ -279,7 +342,10 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
             )
             .map_err(db_error)?;
         }
-        conn.execute_batch(&format!("PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {latest};")).map_err(db_error)?;
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {latest};"
+        ))
+        .map_err(db_error)?;
         Ok(())
     })();
     match result {
@@ -295,7 +361,10 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
 fn drop_everything(conn: &Connection) -> rusqlite::Result<()> {
     let objects = object_names(conn)?;
     for (kind, name) in objects.iter().filter(|(kind, _)| kind == "view") {
-        conn.execute_batch(&format!("DROP {} IF EXISTS \"{name}\";", kind.to_uppercase()))?;
+        conn.execute_batch(&format!(
+            "DROP {} IF EXISTS \"{name}\";",
+            kind.to_uppercase()
+        ))?;
     }
     for (_, name) in objects.iter().filter(|(kind, _)| kind == "table") {
         conn.execute_batch(&format!("DROP TABLE IF EXISTS \"{name}\";"))?;
@@ -305,5 +374,9 @@ fn drop_everything(conn: &Connection) -> rusqlite::Result<()> {
 
 /// The schema version recorded in a memstate database (for messages and tests).
 pub fn recorded_version(conn: &Connection) -> rusqlite::Result<Option<i64>> {
-    conn.query_row(&format!("SELECT max(version) FROM {HISTORY}"), [], |row| row.get(0)).optional().map(Option::flatten)
+    conn.query_row(&format!("SELECT max(version) FROM {HISTORY}"), [], |row| {
+        row.get(0)
+    })
+    .optional()
+    .map(Option::flatten)
 }

@@ -120,14 +120,27 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
         None => span.last.is_none(),
     };
     let mut changes = Vec::new();
-    let mut open = next.is_none().then(|| Vec::with_capacity(around_prev.len()));
+    let mut open = next
+        .is_none()
+        .then(|| Vec::with_capacity(around_prev.len()));
     let mut before = around_prev.into_iter().peekable();
-    let mut after = around_next.iter().map(|(key, span)| (*key, span)).peekable();
+    let mut after = around_next
+        .iter()
+        .map(|(key, span)| (*key, span))
+        .peekable();
     let mut things = things.into_iter().peekable();
     loop {
-        let Some(&key) = smallest([before.peek().map(|(key, _)| key), things.peek().map(|(key, _)| key)]) else { break };
+        let Some(&key) = smallest([
+            before.peek().map(|(key, _)| key),
+            things.peek().map(|(key, _)| key),
+        ]) else {
+            break;
+        };
         // Spans around `next` only matter for keys present before or at `seq`.
-        while after.peek().is_some_and(|(candidate, _)| candidate.cmp(&key) == Ordering::Less) {
+        while after
+            .peek()
+            .is_some_and(|(candidate, _)| candidate.cmp(&key) == Ordering::Less)
+        {
             after.next();
         }
         let left = take_if(&mut before, &key);
@@ -146,13 +159,31 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                 let span = span.clone();
                 changes.push(Change::Delete(key, span.clone()));
                 if let Some(prev) = prev {
-                    changes.push(Change::Insert(key, Span { first: span.first, last: Some(prev), attrs: span.attrs.clone() }));
+                    changes.push(Change::Insert(
+                        key,
+                        Span {
+                            first: span.first,
+                            last: Some(prev),
+                            attrs: span.attrs.clone(),
+                        },
+                    ));
                 }
                 if let Some(next) = next {
-                    changes.push(Change::Insert(key, Span { first: next, last: span.last, attrs: span.attrs }));
+                    changes.push(Change::Insert(
+                        key,
+                        Span {
+                            first: next,
+                            last: span.last,
+                            attrs: span.attrs,
+                        },
+                    ));
                 }
                 if let Some(attrs) = thing {
-                    let new = Span { first: seq, last: next.map(|_| seq), attrs };
+                    let new = Span {
+                        first: seq,
+                        last: next.map(|_| seq),
+                        attrs,
+                    };
                     if let (Some(open), None) = (open.as_mut(), new.last) {
                         open.push((key, new.clone()));
                     }
@@ -160,23 +191,42 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                 }
             }
             (None, Some(attrs)) => {
-                let joins_left = prev.and_then(|prev| left.filter(|span| span.ends_at(prev) && span.attrs == attrs));
-                let joins_right = next.and_then(|next| right.filter(|span| span.first == next && span.attrs == attrs));
+                let joins_left = prev
+                    .and_then(|prev| left.filter(|span| span.ends_at(prev) && span.attrs == attrs));
+                let joins_right = next.and_then(|next| {
+                    right.filter(|span| span.first == next && span.attrs == attrs)
+                });
                 let new = match (joins_left, joins_right) {
                     (Some(left), Some(right)) => {
                         changes.push(Change::Delete(key, left.clone()));
                         changes.push(Change::Delete(key, right.clone()));
-                        Span { first: left.first, last: right.last, attrs }
+                        Span {
+                            first: left.first,
+                            last: right.last,
+                            attrs,
+                        }
                     }
                     (Some(left), None) => {
                         changes.push(Change::Delete(key, left.clone()));
-                        Span { first: left.first, last: Some(seq), attrs }
+                        Span {
+                            first: left.first,
+                            last: Some(seq),
+                            attrs,
+                        }
                     }
                     (None, Some(right)) => {
                         changes.push(Change::Delete(key, right.clone()));
-                        Span { first: seq, last: right.last, attrs }
+                        Span {
+                            first: seq,
+                            last: right.last,
+                            attrs,
+                        }
                     }
-                    (None, None) => Span { first: seq, last: next.map(|_| seq), attrs },
+                    (None, None) => Span {
+                        first: seq,
+                        last: next.map(|_| seq),
+                        attrs,
+                    },
                 };
                 if let (Some(open), None) = (open.as_mut(), new.last) {
                     open.push((key, new.clone()));
@@ -211,10 +261,24 @@ pub fn plan_remove<K: Copy + Ord, A: Clone + PartialEq>(
         }
         if starts_here {
             if let Some(next) = next {
-                changes.push(Change::Insert(*key, Span { first: next, last: span.last, attrs: span.attrs.clone() }));
+                changes.push(Change::Insert(
+                    *key,
+                    Span {
+                        first: next,
+                        last: span.last,
+                        attrs: span.attrs.clone(),
+                    },
+                ));
             }
         } else if let Some(prev) = prev {
-            changes.push(Change::Insert(*key, Span { first: span.first, last: Some(prev), attrs: span.attrs.clone() }));
+            changes.push(Change::Insert(
+                *key,
+                Span {
+                    first: span.first,
+                    last: Some(prev),
+                    attrs: span.attrs.clone(),
+                },
+            ));
         }
     }
     // What changed at `seq` may now be unchanged from `prev` to `next`: join those spans. When
@@ -223,16 +287,35 @@ pub fn plan_remove<K: Copy + Ord, A: Clone + PartialEq>(
         for (key, left) in around_prev.iter().filter(|(_, span)| span.ends_at(prev)) {
             match next {
                 Some(next) => {
-                    let right = around_next.binary_search_by(|(candidate, _)| candidate.cmp(key)).ok().map(|index| &around_next[index].1);
-                    if let Some(right) = right.filter(|span| span.first == next && span.attrs == left.attrs) {
+                    let right = around_next
+                        .binary_search_by(|(candidate, _)| candidate.cmp(key))
+                        .ok()
+                        .map(|index| &around_next[index].1);
+                    if let Some(right) =
+                        right.filter(|span| span.first == next && span.attrs == left.attrs)
+                    {
                         changes.push(Change::Delete(*key, left.clone()));
                         changes.push(Change::Delete(*key, right.clone()));
-                        changes.push(Change::Insert(*key, Span { first: left.first, last: right.last, attrs: left.attrs.clone() }));
+                        changes.push(Change::Insert(
+                            *key,
+                            Span {
+                                first: left.first,
+                                last: right.last,
+                                attrs: left.attrs.clone(),
+                            },
+                        ));
                     }
                 }
                 None => {
                     changes.push(Change::Delete(*key, left.clone()));
-                    changes.push(Change::Insert(*key, Span { first: left.first, last: None, attrs: left.attrs.clone() }));
+                    changes.push(Change::Insert(
+                        *key,
+                        Span {
+                            first: left.first,
+                            last: None,
+                            attrs: left.attrs.clone(),
+                        },
+                    ));
                 }
             }
         }
@@ -246,12 +329,20 @@ pub trait SpanTable {
     type Attrs: Clone + PartialEq;
 
     /// Every span of the given memories that contains `seq`, sorted by key.
-    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
+    fn containing(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
 
     /// The open spans of the given memories (those containing the node's latest snapshot), sorted.
-    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
+    fn open(
+        conn: &Connection,
+        memory_ids: &[i64],
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
 
-    fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()>;
+    fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>])
+        -> rusqlite::Result<()>;
 }
 
 /// The attributes an allocation span keeps, as stored (strings as string ids). The importer
@@ -271,7 +362,14 @@ pub struct AllocationAttrs {
 
 impl AllocationAttrs {
     /// `optional`: handle, alignment, created_ns, provenance, label, gc_priority.
-    pub fn new(offset: i64, size: i64, state: u8, kind: i64, optional: [Option<i64>; 6], attrs: Option<String>) -> Self {
+    pub fn new(
+        offset: i64,
+        size: i64,
+        state: u8,
+        kind: i64,
+        optional: [Option<i64>; 6],
+        attrs: Option<String>,
+    ) -> Self {
         let mut present = 0u8;
         let mut values = [0i64; 6];
         for (index, value) in optional.iter().enumerate() {
@@ -280,7 +378,15 @@ impl AllocationAttrs {
                 values[index] = *value;
             }
         }
-        AllocationAttrs { offset, size, kind, state, present, optional: values, attrs }
+        AllocationAttrs {
+            offset,
+            size,
+            kind,
+            state,
+            present,
+            optional: values,
+            attrs,
+        }
     }
 
     fn get(&self, index: usize) -> Option<i64> {
@@ -326,7 +432,14 @@ fn allocation_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<All
                 row.get(5)?,
                 row.get(6)?,
                 row.get(7)?,
-                [row.get(8)?, row.get(9)?, row.get(10)?, row.get(11)?, row.get(12)?, row.get(13)?],
+                [
+                    row.get(8)?,
+                    row.get(9)?,
+                    row.get(10)?,
+                    row.get(11)?,
+                    row.get(12)?,
+                    row.get(13)?,
+                ],
                 row.get(14)?,
             ),
         },
@@ -380,7 +493,11 @@ impl SpanTable for AllocationSpans {
     type Key = (i64, i64);
     type Attrs = AllocationAttrs;
 
-    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+    fn containing(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
         stab(
             conn,
             &format!(
@@ -393,11 +510,17 @@ impl SpanTable for AllocationSpans {
         )
     }
 
-    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+    fn open(
+        conn: &Connection,
+        memory_ids: &[i64],
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
         rows_of(conn, &format!("SELECT {ALLOCATION_COLUMNS} FROM allocation_span WHERE memory_id = ?1 AND level = 64"), memory_ids, allocation_row)
     }
 
-    fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()> {
+    fn apply(
+        conn: &Connection,
+        changes: &[Change<Self::Key, Self::Attrs>],
+    ) -> rusqlite::Result<()> {
         let mut delete = conn.prepare_cached("DELETE FROM allocation_span WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND uid = ?4")?;
         let mut insert = conn.prepare_cached(
             "INSERT INTO allocation_span (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
@@ -407,7 +530,12 @@ impl SpanTable for AllocationSpans {
         for change in changes {
             match change {
                 Change::Delete((memory_id, uid), span) => {
-                    delete.execute(params![memory_id, level(span.first, span.last), span.first, uid])?;
+                    delete.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        uid
+                    ])?;
                 }
                 Change::Insert((memory_id, uid), span) => {
                     let a = &span.attrs;
@@ -440,14 +568,25 @@ impl SpanTable for AllocationSpans {
 pub struct HoleSpans;
 
 fn hole_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<i64>)> {
-    Ok(((row.get(0)?, row.get(1)?), Span { first: row.get(2)?, last: row.get(3)?, attrs: row.get(4)? }))
+    Ok((
+        (row.get(0)?, row.get(1)?),
+        Span {
+            first: row.get(2)?,
+            last: row.get(3)?,
+            attrs: row.get(4)?,
+        },
+    ))
 }
 
 impl SpanTable for HoleSpans {
     type Key = (i64, i64);
     type Attrs = i64;
 
-    fn containing(conn: &Connection, memory_ids: &[i64], seq: i64) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+    fn containing(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
         stab(
             conn,
             "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span
@@ -458,21 +597,39 @@ impl SpanTable for HoleSpans {
         )
     }
 
-    fn open(conn: &Connection, memory_ids: &[i64]) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+    fn open(
+        conn: &Connection,
+        memory_ids: &[i64],
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
         rows_of(conn, "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span WHERE memory_id = ?1 AND level = 64", memory_ids, hole_row)
     }
 
-    fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>]) -> rusqlite::Result<()> {
+    fn apply(
+        conn: &Connection,
+        changes: &[Change<Self::Key, Self::Attrs>],
+    ) -> rusqlite::Result<()> {
         let mut delete = conn.prepare_cached("DELETE FROM hole_span WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND offset = ?4")?;
         let mut insert =
             conn.prepare_cached("INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
         for change in changes {
             match change {
                 Change::Delete((memory_id, offset), span) => {
-                    delete.execute(params![memory_id, level(span.first, span.last), span.first, offset])?;
+                    delete.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        offset
+                    ])?;
                 }
                 Change::Insert((memory_id, offset), span) => {
-                    insert.execute(params![memory_id, level(span.first, span.last), span.first, offset, span.last, span.attrs])?;
+                    insert.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        offset,
+                        span.last,
+                        span.attrs
+                    ])?;
                 }
             }
         }
@@ -492,13 +649,54 @@ mod tests {
         assert_ne!(absent, zeros);
         assert_eq!(absent.handle(), None);
         assert_eq!(zeros.gc_priority(), Some(0));
-        let mixed = with([Some(-1), None, Some(i64::MIN), Some(7), None, Some(i64::MAX)]);
+        let mixed = with([
+            Some(-1),
+            None,
+            Some(i64::MIN),
+            Some(7),
+            None,
+            Some(i64::MAX),
+        ]);
         assert_eq!(
-            [mixed.handle(), mixed.alignment(), mixed.created_ns(), mixed.provenance(), mixed.label(), mixed.gc_priority()],
-            [Some(-1), None, Some(i64::MIN), Some(7), None, Some(i64::MAX)]
+            [
+                mixed.handle(),
+                mixed.alignment(),
+                mixed.created_ns(),
+                mixed.provenance(),
+                mixed.label(),
+                mixed.gc_priority()
+            ],
+            [
+                Some(-1),
+                None,
+                Some(i64::MIN),
+                Some(7),
+                None,
+                Some(i64::MAX)
+            ]
         );
-        assert_eq!(mixed, with([Some(-1), None, Some(i64::MIN), Some(7), None, Some(i64::MAX)]));
-        assert_ne!(mixed, with([Some(-1), Some(0), Some(i64::MIN), Some(7), None, Some(i64::MAX)]));
+        assert_eq!(
+            mixed,
+            with([
+                Some(-1),
+                None,
+                Some(i64::MIN),
+                Some(7),
+                None,
+                Some(i64::MAX)
+            ])
+        );
+        assert_ne!(
+            mixed,
+            with([
+                Some(-1),
+                Some(0),
+                Some(i64::MIN),
+                Some(7),
+                None,
+                Some(i64::MAX)
+            ])
+        );
     }
 
     #[test]
@@ -511,10 +709,22 @@ mod tests {
         assert_eq!(level(5, Some(20)), 2);
         assert_eq!(level(5, Some(21)), 3);
         assert_eq!(level(0, Some(i64::MAX)), 32);
-        for (first, last) in [(0, 0), (3, 10), (7, 1000), (0, i64::MAX), (1 << 40, (1 << 41) + 3)] {
+        for (first, last) in [
+            (0, 0),
+            (3, 10),
+            (7, 1000),
+            (0, i64::MAX),
+            (1 << 40, (1 << 41) + 3),
+        ] {
             let level = level(first, Some(last));
-            assert!(last - first <= reach(level), "{first}..{last} fits its level");
-            assert!(level == 0 || last - first > reach(level - 1), "{first}..{last} is in the smallest level");
+            assert!(
+                last - first <= reach(level),
+                "{first}..{last} fits its level"
+            );
+            assert!(
+                level == 0 || last - first > reach(level - 1),
+                "{first}..{last} is in the smallest level"
+            );
             assert!(levels().any(|known| known == level));
         }
     }

@@ -50,12 +50,18 @@ pub fn gaps(merged: &[Range], capacity: u64) -> Vec<Range> {
     let mut cursor = 0;
     for range in merged {
         if range.offset > cursor {
-            gaps.push(Range { offset: cursor, size: range.offset - cursor });
+            gaps.push(Range {
+                offset: cursor,
+                size: range.offset - cursor,
+            });
         }
         cursor = cursor.max(range.end());
     }
     if capacity > cursor {
-        gaps.push(Range { offset: cursor, size: capacity - cursor });
+        gaps.push(Range {
+            offset: cursor,
+            size: capacity - cursor,
+        });
     }
     gaps
 }
@@ -67,27 +73,45 @@ pub fn intersect(ranges: &[Range], window: Range) -> Vec<Range> {
         .filter_map(|range| {
             let start = range.offset.max(window.offset);
             let end = range.end().min(window.end());
-            (end > start).then(|| Range { offset: start, size: end - start })
+            (end > start).then(|| Range {
+                offset: start,
+                size: end - start,
+            })
         })
         .collect()
 }
 
 /// `ranges` less the bytes of `cut` (merged, as from [`merge`]): the gaps of `cut` inside each range.
 pub fn subtract(ranges: &[Range], cut: &[Range]) -> Vec<Range> {
-    ranges.iter().flat_map(|range| intersect(&gaps(cut, range.end()), *range)).collect()
+    ranges
+        .iter()
+        .flat_map(|range| intersect(&gaps(cut, range.end()), *range))
+        .collect()
 }
 
 /// The memory's holes: its listed free list, or else the gaps no allocation of any state covers.
 pub fn holes(memory: &Memory) -> Vec<Range> {
     match &memory.listed_holes {
         Some(listed) => listed.clone(),
-        None => gaps(&merge(memory.allocations.iter().map(|allocation| allocation.range())), memory.capacity),
+        None => gaps(
+            &merge(
+                memory
+                    .allocations
+                    .iter()
+                    .map(|allocation| allocation.range()),
+            ),
+            memory.capacity,
+        ),
     }
 }
 
 /// Byte ranges held by nothing: neither an allocation nor a listed hole (none when the holes are
 /// derived, since then every byte is one or the other).
-pub fn unaccounted_ranges(allocations: impl Iterator<Item = Range>, listed_holes: Option<&[Range]>, capacity: u64) -> Vec<Range> {
+pub fn unaccounted_ranges(
+    allocations: impl Iterator<Item = Range>,
+    listed_holes: Option<&[Range]>,
+    capacity: u64,
+) -> Vec<Range> {
     match listed_holes {
         Some(listed) => gaps(&merge(allocations.chain(listed.iter().copied())), capacity),
         None => Vec::new(),
@@ -96,8 +120,16 @@ pub fn unaccounted_ranges(allocations: impl Iterator<Item = Range>, listed_holes
 
 /// Ranges that neither garbage collection nor pending releases can free: allocations whose state
 /// blocks reuse (`valid`, `pending_alloc`), and unaccounted bytes. Merged and sorted.
-pub fn unmovable_ranges(allocations: impl Iterator<Item = (Range, State)>, unaccounted: &[Range]) -> Vec<Range> {
-    merge(allocations.filter(|(_, state)| state.blocks_reuse()).map(|(range, _)| range).chain(unaccounted.iter().copied()))
+pub fn unmovable_ranges(
+    allocations: impl Iterator<Item = (Range, State)>,
+    unaccounted: &[Range],
+) -> Vec<Range> {
+    merge(
+        allocations
+            .filter(|(_, state)| state.blocks_reuse())
+            .map(|(range, _)| range)
+            .chain(unaccounted.iter().copied()),
+    )
 }
 
 /// Bytes covered by allocations, overlapping bytes counted once.
@@ -116,11 +148,24 @@ pub fn fragmentation(largest_hole: u64, free_bytes: u64) -> f64 {
 }
 
 fn unaccounted(memory: &Memory) -> Vec<Range> {
-    unaccounted_ranges(memory.allocations.iter().map(|allocation| allocation.range()), memory.listed_holes.as_deref(), memory.capacity)
+    unaccounted_ranges(
+        memory
+            .allocations
+            .iter()
+            .map(|allocation| allocation.range()),
+        memory.listed_holes.as_deref(),
+        memory.capacity,
+    )
 }
 
 fn unmovable(memory: &Memory) -> Vec<Range> {
-    unmovable_ranges(memory.allocations.iter().map(|allocation| (allocation.range(), allocation.state)), &unaccounted(memory))
+    unmovable_ranges(
+        memory
+            .allocations
+            .iter()
+            .map(|allocation| (allocation.range(), allocation.state)),
+        &unaccounted(memory),
+    )
 }
 
 fn total(ranges: &[Range]) -> u64 {
@@ -133,7 +178,12 @@ fn largest(ranges: &[Range]) -> u64 {
 
 /// The figures of `memory`, given its `holes` (from [`holes`]).
 pub fn figures(memory: &Memory, holes: &[Range]) -> MemoryFigures {
-    let used_bytes = used_bytes(memory.allocations.iter().map(|allocation| allocation.range()));
+    let used_bytes = used_bytes(
+        memory
+            .allocations
+            .iter()
+            .map(|allocation| allocation.range()),
+    );
     let free_bytes = total(holes);
     let largest_hole = largest(holes);
     let fragmentation = fragmentation(largest_hole, free_bytes);
@@ -145,7 +195,10 @@ pub fn figures(memory: &Memory, holes: &[Range]) -> MemoryFigures {
         .sum();
     let largest_reclaimable = largest(&gaps(&unmovable(memory), memory.capacity));
     let unaccounted_bytes = match memory.listed_holes {
-        Some(_) => memory.capacity.saturating_sub(used_bytes).saturating_sub(free_bytes),
+        Some(_) => memory
+            .capacity
+            .saturating_sub(used_bytes)
+            .saturating_sub(free_bytes),
         None => 0,
     };
     MemoryFigures {
@@ -172,22 +225,37 @@ mod tests {
 
     #[test]
     fn merge_joins_overlapping_and_touching_ranges() {
-        let merged = merge([range(10, 5), range(0, 4), range(4, 2), range(12, 10), range(30, 1)]);
+        let merged = merge([
+            range(10, 5),
+            range(0, 4),
+            range(4, 2),
+            range(12, 10),
+            range(30, 1),
+        ]);
         assert_eq!(merged, vec![range(0, 6), range(10, 12), range(30, 1)]);
     }
 
     #[test]
     fn subtract_and_intersect() {
         let cut = merge([range(2, 2), range(6, 1), range(20, 5)]);
-        assert_eq!(subtract(&[range(0, 10)], &cut), vec![range(0, 2), range(4, 2), range(7, 3)]);
-        assert_eq!(subtract(&[range(3, 2), range(21, 2)], &cut), vec![range(4, 1)]);
+        assert_eq!(
+            subtract(&[range(0, 10)], &cut),
+            vec![range(0, 2), range(4, 2), range(7, 3)]
+        );
+        assert_eq!(
+            subtract(&[range(3, 2), range(21, 2)], &cut),
+            vec![range(4, 1)]
+        );
         assert_eq!(subtract(&[range(0, 5)], &[]), vec![range(0, 5)]);
         assert_eq!(intersect(&cut, range(3, 4)), vec![range(3, 1), range(6, 1)]);
     }
 
     #[test]
     fn gaps_cover_the_rest_of_the_memory() {
-        assert_eq!(gaps(&[range(2, 3), range(7, 1)], 10), vec![range(0, 2), range(5, 2), range(8, 2)]);
+        assert_eq!(
+            gaps(&[range(2, 3), range(7, 1)], 10),
+            vec![range(0, 2), range(5, 2), range(8, 2)]
+        );
         assert_eq!(gaps(&[], 10), vec![range(0, 10)]);
         assert_eq!(gaps(&[range(0, 10)], 10), vec![]);
     }

@@ -57,7 +57,11 @@ impl<'a> Object<'a> {
 
     /// The value of `key` (the reader refuses objects that repeat a key, see [`Object::repeated_key`]).
     pub fn get(&self, key: &str) -> Option<&Json<'a>> {
-        self.members.iter().rev().find(|(name, _)| name == key).map(|(_, value)| value)
+        self.members
+            .iter()
+            .rev()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value)
     }
 
     /// The first key written twice, if any. Objects are small (a dozen keys), so the pairs are
@@ -71,7 +75,9 @@ impl<'a> Object<'a> {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Json<'a>)> {
-        self.members.iter().map(|(name, value)| (name.as_ref(), value))
+        self.members
+            .iter()
+            .map(|(name, value)| (name.as_ref(), value))
     }
 }
 
@@ -154,10 +160,15 @@ impl<'a> Json<'a> {
             Json::Number(Number::Signed(value)) => serde_json::Value::from(*value),
             Json::Number(Number::Float(value)) => serde_json::Value::from(*value),
             Json::String(text) => serde_json::Value::String(text.to_string()),
-            Json::Array(items) => serde_json::Value::Array(items.iter().map(Json::to_value).collect()),
-            Json::Object(object) => {
-                serde_json::Value::Object(object.iter().map(|(key, value)| (key.to_string(), value.to_value())).collect())
+            Json::Array(items) => {
+                serde_json::Value::Array(items.iter().map(Json::to_value).collect())
             }
+            Json::Object(object) => serde_json::Value::Object(
+                object
+                    .iter()
+                    .map(|(key, value)| (key.to_string(), value.to_value()))
+                    .collect(),
+            ),
         }
     }
 }
@@ -165,7 +176,11 @@ impl<'a> Json<'a> {
 /// The first of `keys` that repeats an earlier one.
 pub fn repeated<'k>(keys: impl Iterator<Item = &'k str> + Clone) -> Option<&'k str> {
     for (index, key) in keys.clone().enumerate() {
-        if keys.clone().take(index).any(|earlier| earlier.len() == key.len() && earlier == key) {
+        if keys
+            .clone()
+            .take(index)
+            .any(|earlier| earlier.len() == key.len() && earlier == key)
+        {
             return Some(key);
         }
     }
@@ -218,7 +233,11 @@ impl<'de> Deserialize<'de> for Json<'de> {
                 Ok(Json::Number(Number::Unsigned(value)))
             }
             fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
-                Ok(Json::Number(if value >= 0 { Number::Unsigned(value as u64) } else { Number::Signed(value) }))
+                Ok(Json::Number(if value >= 0 {
+                    Number::Unsigned(value as u64)
+                } else {
+                    Number::Signed(value)
+                }))
             }
             fn visit_f64<E: de::Error>(self, value: f64) -> Result<Self::Value, E> {
                 Ok(Json::Number(Number::from_f64(value)))
@@ -261,15 +280,25 @@ mod tests {
         let json: Json = serde_json::from_slice(text).unwrap();
         let object = json.as_object().unwrap();
         assert_eq!(object.repeated_key(), Some("a"));
-        assert_eq!(object.get("a").and_then(Json::as_u64), Some(7), "the last duplicate counts");
-        assert!(matches!(object.get("b"), Some(Json::String(Cow::Borrowed("plain")))));
+        assert_eq!(
+            object.get("a").and_then(Json::as_u64),
+            Some(7),
+            "the last duplicate counts"
+        );
+        assert!(matches!(
+            object.get("b"),
+            Some(Json::String(Cow::Borrowed("plain")))
+        ));
         assert_eq!(object.get("c").and_then(Json::as_str), Some("esc\"aped"));
         let first = object.iter().next().unwrap().1.as_array().unwrap();
         assert_eq!(first[0].as_u64(), Some(1));
         assert_eq!(first[1].as_i64(), Some(-2));
         assert_eq!(first[1].as_u64(), None);
         assert_eq!(first[2], Json::Number(Number::Float(1.5)));
-        assert!(matches!(first[3], Json::Number(Number::Float(_))), "beyond u64 is not an integer");
+        assert!(
+            matches!(first[3], Json::Number(Number::Float(_))),
+            "beyond u64 is not an integer"
+        );
         assert_eq!(first[4], Json::Bool(true));
         assert!(first[5].is_null());
         assert_eq!(json.to_value()["b"], serde_json::json!("plain"));

@@ -49,7 +49,13 @@ pub fn prepare(dump: Dump) -> Prepared {
         })
         .collect();
     let digest = content_digest(&dump);
-    Prepared { dump, holes: all_holes, figures: memory_figures, by_uid, digest }
+    Prepared {
+        dump,
+        holes: all_holes,
+        figures: memory_figures,
+        by_uid,
+        digest,
+    }
 }
 
 /// The content digest of a dump: XXH3-128 over its content in a canonical order, every string by
@@ -63,30 +69,73 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
     let optional = |sym: Option<Sym>| sym.map(text);
     let run = &dump.run;
     let snapshot = &dump.snapshot;
-    packed.number(dump.version).text(optional(dump.producer)).text(Some(&run.id)).number(run.node);
-    packed.number(run.node_count).text(run.host.as_deref()).number(run.pid);
-    packed.number(snapshot.seq).number(snapshot.time_ns).text(snapshot.wall_time.as_deref());
-    packed.text(Some(snapshot.reason.as_str())).text(optional(snapshot.note));
+    packed
+        .number(dump.version)
+        .text(optional(dump.producer))
+        .text(Some(&run.id))
+        .number(run.node);
+    packed
+        .number(run.node_count)
+        .text(run.host.as_deref())
+        .number(run.pid);
+    packed
+        .number(snapshot.seq)
+        .number(snapshot.time_ns)
+        .text(snapshot.wall_time.as_deref());
+    packed
+        .text(Some(snapshot.reason.as_str()))
+        .text(optional(snapshot.note));
     packed.flush(&mut hasher);
     let mut objects: Vec<&Object> = dump.objects.iter().collect();
     objects.sort_by_key(|object| text(object.id));
     packed.number(objects.len() as u64).flush(&mut hasher);
     for object in objects {
-        packed.text(Some(text(object.id))).text(optional(object.kind)).text(optional(object.name)).text(object.shape.as_deref());
-        packed.text(optional(object.dtype)).text(optional(object.transform)).text(optional(object.partition));
-        packed.text(optional(object.provenance)).text(object.attrs.as_deref()).flush(&mut hasher);
+        packed
+            .text(Some(text(object.id)))
+            .text(optional(object.kind))
+            .text(optional(object.name))
+            .text(object.shape.as_deref());
+        packed
+            .text(optional(object.dtype))
+            .text(optional(object.transform))
+            .text(optional(object.partition));
+        packed
+            .text(optional(object.provenance))
+            .text(object.attrs.as_deref())
+            .flush(&mut hasher);
     }
     let mut memories: Vec<&Memory> = dump.memories.iter().collect();
     memories.sort_by_key(|memory| memory.id);
     packed.number(memories.len() as u64).flush(&mut hasher);
     for memory in memories {
-        packed.number(memory.id).text(Some(text(memory.kind))).text(optional(memory.name)).number(memory.capacity);
-        packed.number(memory.alignment).number(memory.allocations.len() as u64).flush(&mut hasher);
+        packed
+            .number(memory.id)
+            .text(Some(text(memory.kind)))
+            .text(optional(memory.name))
+            .number(memory.capacity);
+        packed
+            .number(memory.alignment)
+            .number(memory.allocations.len() as u64)
+            .flush(&mut hasher);
         for a in &memory.allocations {
-            packed.number(a.uid).number(a.handle).text(Some(text(a.kind))).text(Some(a.state.as_str())).number(a.offset);
-            packed.number(a.size).number(a.alignment).number(a.created_ns).text(optional(a.provenance)).text(optional(a.label));
+            packed
+                .number(a.uid)
+                .number(a.handle)
+                .text(Some(text(a.kind)))
+                .text(Some(a.state.as_str()))
+                .number(a.offset);
+            packed
+                .number(a.size)
+                .number(a.alignment)
+                .number(a.created_ns)
+                .text(optional(a.provenance))
+                .text(optional(a.label));
             packed.number(a.gc_priority).text(a.attrs.as_deref());
-            let mut fields: Vec<(i64, &str, Option<u64>)> = a.fields.iter().map(|field| (field.id, text(field.object), field.size)).collect();
+            let mut fields: Vec<(i64, &str, Option<u64>)> = a
+                .fields
+                .iter()
+                .map(|field| (field.id, text(field.object), field.size))
+                .collect();
             fields.sort_unstable();
             packed.number(fields.len() as u64);
             for (id, object, size) in fields {
@@ -107,8 +156,14 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
         }
         packed.number(memory.failed_requests.len() as u64);
         for request in &memory.failed_requests {
-            packed.number(request.size).number(request.alignment).text(optional(request.kind));
-            packed.text(optional(request.provenance)).number(request.time_ns).text(optional(request.note));
+            packed
+                .number(request.size)
+                .number(request.alignment)
+                .text(optional(request.kind));
+            packed
+                .text(optional(request.provenance))
+                .number(request.time_ns)
+                .text(optional(request.note));
         }
         packed.flush(&mut hasher);
     }

@@ -21,7 +21,12 @@ pub enum State {
 }
 
 impl State {
-    pub const ALL: [State; 4] = [State::Valid, State::Collectable, State::PendingFree, State::PendingAlloc];
+    pub const ALL: [State; 4] = [
+        State::Valid,
+        State::Collectable,
+        State::PendingFree,
+        State::PendingAlloc,
+    ];
 
     /// The name used in dumps and in the database.
     pub fn as_str(self) -> &'static str {
@@ -102,7 +107,9 @@ impl Reason {
     }
 
     pub fn parse(text: &str) -> Option<Reason> {
-        Reason::ALL.into_iter().find(|reason| reason.as_str() == text)
+        Reason::ALL
+            .into_iter()
+            .find(|reason| reason.as_str() == text)
     }
 }
 
@@ -138,12 +145,18 @@ impl Dump {
     /// The text of an interned string.
     pub fn text(&self, sym: Sym) -> &str {
         // Syms are only created by the parser, which pushes the string first.
-        self.strings.get(sym.0 as usize).map(String::as_str).unwrap_or("")
+        self.strings
+            .get(sym.0 as usize)
+            .map(String::as_str)
+            .unwrap_or("")
     }
 
     /// Total number of allocations over all memories.
     pub fn allocation_count(&self) -> usize {
-        self.memories.iter().map(|memory| memory.allocations.len()).sum()
+        self.memories
+            .iter()
+            .map(|memory| memory.allocations.len())
+            .sum()
     }
 }
 
@@ -199,7 +212,10 @@ pub struct Allocation {
 
 impl Allocation {
     pub fn range(&self) -> Range {
-        Range { offset: self.offset, size: self.size }
+        Range {
+            offset: self.offset,
+            size: self.size,
+        }
     }
 }
 

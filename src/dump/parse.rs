@@ -63,7 +63,11 @@ pub fn parse_document(text: &[u8], file: &str, options: Options) -> Result<Docum
     // A UTF-8 byte order mark is not JSON, but editors write one: it is accepted and skipped.
     let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     if text.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::input(file, "", "empty input: expected a memstate dump (a JSON object)"));
+        return Err(Error::input(
+            file,
+            "",
+            "empty input: expected a memstate dump (a JSON object)",
+        ));
     }
     // UTF-8 is checked once for the whole text (quicker than string by string, as serde_json does
     // for bytes), and the reader then works on a `str`.
@@ -73,14 +77,30 @@ pub fn parse_document(text: &[u8], file: &str, options: Options) -> Result<Docum
             let at = error.valid_up_to();
             let before = &text[..at];
             let line = before.iter().filter(|&&byte| byte == b'\n').count() + 1;
-            let column = at - before.iter().rposition(|&byte| byte == b'\n').map_or(0, |newline| newline + 1) + 1;
-            return Err(Error::input(file, format!("line {line}, column {column}"), format!("invalid UTF-8 (byte {:#04x})", text[at])));
+            let column = at
+                - before
+                    .iter()
+                    .rposition(|&byte| byte == b'\n')
+                    .map_or(0, |newline| newline + 1)
+                + 1;
+            return Err(Error::input(
+                file,
+                format!("line {line}, column {column}"),
+                format!("invalid UTF-8 (byte {:#04x})", text[at]),
+            ));
         }
     };
     let mut parser = Parser::new(file, options);
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let top = stream::Top { parser: &mut parser, text }.deserialize(&mut deserializer).map_err(|error| syntax_error(file, &error))?;
-    deserializer.end().map_err(|error| syntax_error(file, &error))?;
+    let top = stream::Top {
+        parser: &mut parser,
+        text,
+    }
+    .deserialize(&mut deserializer)
+    .map_err(|error| syntax_error(file, &error))?;
+    deserializer
+        .end()
+        .map_err(|error| syntax_error(file, &error))?;
     parser.document(top)
 }
 
@@ -105,7 +125,11 @@ fn syntax_error(file: &str, error: &serde_json::Error) -> Error {
         serde_json::error::Category::Eof => format!("{message} (the JSON is truncated)"),
         _ => message.to_string(),
     };
-    Error::input(file, format!("line {}, column {}", error.line(), error.column()), message)
+    Error::input(
+        file,
+        format!("line {}, column {}", error.line(), error.column()),
+        message,
+    )
 }
 
 /// How a value looks, for "expected X, found Y" messages.
@@ -167,7 +191,9 @@ impl<'f> Parser<'f> {
     }
 
     fn object<'v>(&self, value: &'v Json<'v>, path: &Path) -> Result<&'v JsonObject<'v>> {
-        let object = value.as_object().ok_or_else(|| self.not_an_object(path, value))?;
+        let object = value
+            .as_object()
+            .ok_or_else(|| self.not_an_object(path, value))?;
         match object.repeated_key() {
             Some(key) => Err(self.repeated_key_error(path, key)),
             None => Ok(object),
@@ -175,21 +201,35 @@ impl<'f> Parser<'f> {
     }
 
     fn not_an_object(&self, path: &Path, value: &Json) -> Error {
-        self.error(path, format!("expected an object, found {}", describe(value)))
+        self.error(
+            path,
+            format!("expected an object, found {}", describe(value)),
+        )
     }
 
     /// An object that writes a key twice: readers disagree on which one counts, so it is refused.
     fn repeated_key_error(&self, path: &Path, key: &str) -> Error {
-        self.error(&path.key(key), format!("the key {key:?} is written more than once in this object"))
+        self.error(
+            &path.key(key),
+            format!("the key {key:?} is written more than once in this object"),
+        )
     }
 
     fn array<'v>(&self, value: &'v Json<'v>, path: &Path) -> Result<&'v Vec<Json<'v>>> {
-        value
-            .as_array()
-            .ok_or_else(|| self.error(path, format!("expected an array, found {}", describe(value))))
+        value.as_array().ok_or_else(|| {
+            self.error(
+                path,
+                format!("expected an array, found {}", describe(value)),
+            )
+        })
     }
 
-    fn required<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path) -> Result<&'v Json<'v>> {
+    fn required<'v, M: Members<'v>>(
+        &self,
+        map: &'v M,
+        key: &str,
+        parent: &Path,
+    ) -> Result<&'v Json<'v>> {
         match map.member(key) {
             Some(value) if !value.is_null() => Ok(value),
             Some(_) => Err(self.error(&parent.key(key), "required field is null")),
@@ -217,10 +257,15 @@ impl<'f> Parser<'f> {
     fn size(&self, value: &Json, path: &Path) -> Result<u64> {
         match value.as_u64() {
             Some(size) if size <= i64::MAX as u64 => Ok(size),
-            Some(size) => Err(self.error(path, format!("{size} is above the largest size, 2^63 - 1"))),
+            Some(size) => {
+                Err(self.error(path, format!("{size} is above the largest size, 2^63 - 1")))
+            }
             None => Err(self.error(
                 path,
-                format!("expected a non-negative integer below 2^63, found {}", describe(value)),
+                format!(
+                    "expected a non-negative integer below 2^63, found {}",
+                    describe(value)
+                ),
             )),
         }
     }
@@ -232,15 +277,25 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_size<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path) -> Result<Option<u64>> {
-        self.optional(map, key).map(|value| self.size(value, &parent.key(key))).transpose()
+    fn optional_size<'v, M: Members<'v>>(
+        &self,
+        map: &'v M,
+        key: &str,
+        parent: &Path,
+    ) -> Result<Option<u64>> {
+        self.optional(map, key)
+            .map(|value| self.size(value, &parent.key(key)))
+            .transpose()
     }
 
     /// A JSON integer that fits in i64 and is at least `min`.
     fn integer(&self, value: &Json, path: &Path, min: i64) -> Result<i64> {
         match value.as_i64() {
             Some(number) if number >= min => Ok(number),
-            Some(number) => Err(self.error(path, format!("expected an integer >= {min}, found {number}"))),
+            Some(number) => Err(self.error(
+                path,
+                format!("expected an integer >= {min}, found {number}"),
+            )),
             None => Err(self.error(
                 path,
                 format!("expected an integer (64-bit), found {}", describe(value)),
@@ -248,8 +303,16 @@ impl<'f> Parser<'f> {
         }
     }
 
-    fn optional_integer<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path, min: i64) -> Result<Option<i64>> {
-        self.optional(map, key).map(|value| self.integer(value, &parent.key(key), min)).transpose()
+    fn optional_integer<'v, M: Members<'v>>(
+        &self,
+        map: &'v M,
+        key: &str,
+        parent: &Path,
+        min: i64,
+    ) -> Result<Option<i64>> {
+        self.optional(map, key)
+            .map(|value| self.integer(value, &parent.key(key), min))
+            .transpose()
     }
 
     /// An id: `0x` and 1 to 16 hex digits, bare hex digits, or a non-negative integer.
@@ -275,23 +338,33 @@ impl<'f> Parser<'f> {
         match value {
             Json::String(text) => Ok(text),
             Json::Number(_) => match value.as_u64() {
-                Some(index) => self.table.get(index as usize).map(String::as_str).ok_or_else(|| {
-                    self.error(
-                        path,
-                        format!(
-                            "string index {index} is out of range (strings has {} entries)",
-                            self.table.len()
-                        ),
-                    )
-                }),
+                Some(index) => self
+                    .table
+                    .get(index as usize)
+                    .map(String::as_str)
+                    .ok_or_else(|| {
+                        self.error(
+                            path,
+                            format!(
+                                "string index {index} is out of range (strings has {} entries)",
+                                self.table.len()
+                            ),
+                        )
+                    }),
                 None => Err(self.error(
                     path,
-                    format!("expected a string or an index into strings, found {}", describe(value)),
+                    format!(
+                        "expected a string or an index into strings, found {}",
+                        describe(value)
+                    ),
                 )),
             },
             _ => Err(self.error(
                 path,
-                format!("expected a string or an index into strings, found {}", describe(value)),
+                format!(
+                    "expected a string or an index into strings, found {}",
+                    describe(value)
+                ),
             )),
         }
     }
@@ -300,8 +373,15 @@ impl<'f> Parser<'f> {
         self.text(value, path).map(str::to_string)
     }
 
-    fn optional_owned_text<'v, M: Members<'v>>(&self, map: &'v M, key: &str, parent: &Path) -> Result<Option<String>> {
-        self.optional(map, key).map(|value| self.owned_text(value, &parent.key(key))).transpose()
+    fn optional_owned_text<'v, M: Members<'v>>(
+        &self,
+        map: &'v M,
+        key: &str,
+        parent: &Path,
+    ) -> Result<Option<String>> {
+        self.optional(map, key)
+            .map(|value| self.owned_text(value, &parent.key(key)))
+            .transpose()
     }
 
     /// A string value, interned into the result's table.
@@ -319,12 +399,20 @@ impl<'f> Parser<'f> {
             Json::String(text) => Ok(self.intern(text)),
             _ => Err(self.error(
                 path,
-                format!("expected a string or an index into strings, found {}", describe(value)),
+                format!(
+                    "expected a string or an index into strings, found {}",
+                    describe(value)
+                ),
             )),
         }
     }
 
-    fn optional_sym<'v, M: Members<'v>>(&mut self, map: &'v M, key: &str, parent: &Path) -> Result<Option<Sym>> {
+    fn optional_sym<'v, M: Members<'v>>(
+        &mut self,
+        map: &'v M,
+        key: &str,
+        parent: &Path,
+    ) -> Result<Option<Sym>> {
         match self.optional(map, key) {
             Some(value) => self.sym(value, &parent.key(key)).map(Some),
             None => Ok(None),
@@ -375,7 +463,12 @@ impl<'f> Parser<'f> {
             for (index, entry) in entries.iter().enumerate() {
                 match entry {
                     Json::String(text) => table.push(text.to_string()),
-                    other => return Err(self.error(&path.index(index), format!("expected a string, found {}", describe(other)))),
+                    other => {
+                        return Err(self.error(
+                            &path.index(index),
+                            format!("expected a string, found {}", describe(other)),
+                        ))
+                    }
                 }
             }
             Ok(table)
@@ -407,7 +500,11 @@ impl<'f> Parser<'f> {
     /// The whole record, checked in a fixed order whatever the order of its keys.
     fn document(&mut self, top: TopValue) -> Result<Document> {
         let (members, memories, repeated) = match top {
-            TopValue::Object { members, memories, repeated } => (members, memories, repeated),
+            TopValue::Object {
+                members,
+                memories,
+                repeated,
+            } => (members, memories, repeated),
             TopValue::Other(value) => return Err(self.not_an_object(&Path::Root, &value)),
         };
         if let Some(key) = repeated {
@@ -419,13 +516,19 @@ impl<'f> Parser<'f> {
             Some("memstate-dump") => Ok(Document::Dump(Box::new(self.dump(&top, memories)?))),
             Some("memstate-annotations") => {
                 if memories.is_some() && self.options.strict {
-                    return Err(self.error(&Path::Root.key("memories"), "unknown field (refused in strict mode)"));
+                    return Err(self.error(
+                        &Path::Root.key("memories"),
+                        "unknown field (refused in strict mode)",
+                    ));
                 }
                 Ok(Document::Annotations(Box::new(self.annotations(&top)?)))
             }
             _ => Err(self.error(
                 &Path::Root.key("format"),
-                format!("expected \"memstate-dump\" or \"memstate-annotations\", found {}", describe(format)),
+                format!(
+                    "expected \"memstate-dump\" or \"memstate-annotations\", found {}",
+                    describe(format)
+                ),
             )),
         }
     }
@@ -435,7 +538,10 @@ impl<'f> Parser<'f> {
         let version = self.version(top)?;
         self.check_known(
             top,
-            &["format", "version", "producer", "run", "snapshot", "strings", "objects", "memories"],
+            &[
+                "format", "version", "producer", "run", "snapshot", "strings", "objects",
+                "memories",
+            ],
             &root,
         )?;
         self.string_table(top)?;
@@ -449,10 +555,14 @@ impl<'f> Parser<'f> {
             Some(value) => self.objects(value, &root.key("objects"))?,
             None => Vec::new(),
         };
-        let mut memories = self.listed(memories, &root.key("memories"), true)?.unwrap_or_default();
+        let mut memories = self
+            .listed(memories, &root.key("memories"), true)?
+            .unwrap_or_default();
         self.check_unique_uids(&memories)?;
         for memory in &mut memories {
-            memory.allocations.sort_by_key(|allocation| (allocation.offset, allocation.size, allocation.uid));
+            memory
+                .allocations
+                .sort_by_key(|allocation| (allocation.offset, allocation.size, allocation.uid));
         }
         Ok(Dump {
             version,
@@ -467,14 +577,26 @@ impl<'f> Parser<'f> {
 
     /// The items of a streamed array, or the error that stands for it: the first error among its
     /// elements, a value that is not an array, or (when `required`) a missing or null one.
-    fn listed<T>(&self, listed: Option<Listed<T>>, path: &Path, required: bool) -> Result<Option<Vec<T>>> {
+    fn listed<T>(
+        &self,
+        listed: Option<Listed<T>>,
+        path: &Path,
+        required: bool,
+    ) -> Result<Option<Vec<T>>> {
         match listed {
             None if required => Err(self.error(path, "required field is missing")),
             None => Ok(None),
-            Some(Listed::Other(Json::Null)) if required => Err(self.error(path, "required field is null")),
+            Some(Listed::Other(Json::Null)) if required => {
+                Err(self.error(path, "required field is null"))
+            }
             Some(Listed::Other(Json::Null)) => Ok(None),
-            Some(Listed::Other(value)) => Err(self.error(path, format!("expected an array, found {}", describe(&value)))),
-            Some(Listed::Items { error: Some(error), .. }) => Err(error),
+            Some(Listed::Other(value)) => Err(self.error(
+                path,
+                format!("expected an array, found {}", describe(&value)),
+            )),
+            Some(Listed::Items {
+                error: Some(error), ..
+            }) => Err(error),
             Some(Listed::Items { items, error: None }) => Ok(Some(items)),
         }
     }
@@ -484,7 +606,10 @@ impl<'f> Parser<'f> {
         match earlier.iter().position(|other| other.id == memory.id) {
             Some(first) => Err(self.error(
                 &Path::Root.key("memories").index(index).key("id"),
-                format!("memory id {} is also used by memories[{first}]", format_id(memory.id)),
+                format!(
+                    "memory id {} is also used by memories[{first}]",
+                    format_id(memory.id)
+                ),
             )),
             None => Ok(()),
         }
@@ -505,7 +630,11 @@ impl<'f> Parser<'f> {
                 }
             }
         }
-        Ok(if text.is_empty() { None } else { Some(self.intern_owned(text)) })
+        Ok(if text.is_empty() {
+            None
+        } else {
+            Some(self.intern_owned(text))
+        })
     }
 
     fn run(&mut self, value: &Json) -> Result<Run> {
@@ -528,15 +657,29 @@ impl<'f> Parser<'f> {
         }
         let host = self.optional_owned_text(map, "host", &path)?;
         let pid = self.optional_integer(map, "pid", &path, 0)?;
-        Ok(Run { id, node, node_count, host, pid })
+        Ok(Run {
+            id,
+            node,
+            node_count,
+            host,
+            pid,
+        })
     }
 
     fn snapshot(&mut self, value: &Json) -> Result<Snapshot> {
         let path = Path::Root.key("snapshot");
         let map = self.object(value, &path)?;
-        self.check_known(map, &["seq", "time_ns", "wall_time", "reason", "note"], &path)?;
+        self.check_known(
+            map,
+            &["seq", "time_ns", "wall_time", "reason", "note"],
+            &path,
+        )?;
         let seq = self.integer(self.required(map, "seq", &path)?, &path.key("seq"), 0)?;
-        let time_ns = self.integer(self.required(map, "time_ns", &path)?, &path.key("time_ns"), 0)?;
+        let time_ns = self.integer(
+            self.required(map, "time_ns", &path)?,
+            &path.key("time_ns"),
+            0,
+        )?;
         let wall_time = self.optional_owned_text(map, "wall_time", &path)?;
         if let Some(wall_time) = &wall_time {
             if !is_rfc3339(wall_time) {
@@ -555,7 +698,13 @@ impl<'f> Parser<'f> {
             )
         })?;
         let note = self.optional_sym(map, "note", &path)?;
-        Ok(Snapshot { seq, time_ns, wall_time, reason, note })
+        Ok(Snapshot {
+            seq,
+            time_ns,
+            wall_time,
+            reason,
+            note,
+        })
     }
 
     fn objects(&mut self, value: &Json, path: &Path) -> Result<Vec<Object>> {
@@ -568,7 +717,10 @@ impl<'f> Parser<'f> {
             if let Some(first) = seen.insert(object.id, index) {
                 return Err(self.error(
                     &object_path.key("id"),
-                    format!("object id {:?} is also used by objects[{first}]", self.strings[object.id.0 as usize]),
+                    format!(
+                        "object id {:?} is also used by objects[{first}]",
+                        self.strings[object.id.0 as usize]
+                    ),
                 ));
             }
             objects.push(object);
@@ -580,7 +732,17 @@ impl<'f> Parser<'f> {
         let map = self.object(value, path)?;
         self.check_known(
             map,
-            &["id", "kind", "name", "shape", "dtype", "transform", "partition", "provenance", "attrs"],
+            &[
+                "id",
+                "kind",
+                "name",
+                "shape",
+                "dtype",
+                "transform",
+                "partition",
+                "provenance",
+                "attrs",
+            ],
             path,
         )?;
         let id = self.sym(self.required(map, "id", path)?, &path.key("id"))?;
@@ -603,20 +765,35 @@ impl<'f> Parser<'f> {
         let partition = self.optional_sym(map, "partition", path)?;
         let provenance = self.optional_sym(map, "provenance", path)?;
         let attrs = self.attrs(map, path)?;
-        Ok(Object { id, kind, name, shape, dtype, transform, partition, provenance, attrs })
+        Ok(Object {
+            id,
+            kind,
+            name,
+            shape,
+            dtype,
+            transform,
+            partition,
+            provenance,
+            attrs,
+        })
     }
 
     /// Free-form attributes: an object of strings, numbers and booleans, kept as canonical JSON.
     /// Inside `attrs` a number is a number, never an index into `strings`.
     fn attrs<'v, M: Members<'v>>(&self, map: &'v M, parent: &Path) -> Result<Option<String>> {
-        let Some(value) = self.optional(map, "attrs") else { return Ok(None) };
+        let Some(value) = self.optional(map, "attrs") else {
+            return Ok(None);
+        };
         let path = parent.key("attrs");
         let attrs = self.object(value, &path)?;
         for (key, entry) in attrs.iter() {
             if !matches!(entry, Json::String(_) | Json::Number(_) | Json::Bool(_)) {
                 return Err(self.error(
                     &path.key(key),
-                    format!("expected a string, number or boolean, found {}", describe(entry)),
+                    format!(
+                        "expected a string, number or boolean, found {}",
+                        describe(entry)
+                    ),
                 ));
             }
         }
@@ -639,25 +816,46 @@ impl<'f> Parser<'f> {
         }
         self.check_known(
             &map,
-            &["id", "kind", "name", "capacity", "alignment", "allocations", "holes", "failed_requests"],
+            &[
+                "id",
+                "kind",
+                "name",
+                "capacity",
+                "alignment",
+                "allocations",
+                "holes",
+                "failed_requests",
+            ],
             path,
         )?;
         let id = self.id(self.required(&map, "id", path)?, &path.key("id"))?;
         let kind = self.sym(self.required(&map, "kind", path)?, &path.key("kind"))?;
         let name = self.optional_sym(&map, "name", path)?;
-        let capacity = self.positive_size(self.required(&map, "capacity", path)?, &path.key("capacity"))?;
+        let capacity = self.positive_size(
+            self.required(&map, "capacity", path)?,
+            &path.key("capacity"),
+        )?;
         let alignment = self.optional_size(&map, "alignment", path)?;
 
         let allocations_path = path.key("allocations");
-        let allocations = self.listed(allocations, &allocations_path, true)?.unwrap_or_default();
+        let allocations = self
+            .listed(allocations, &allocations_path, true)?
+            .unwrap_or_default();
         for (index, allocation) in allocations.iter().enumerate() {
-            self.range_end(allocation.offset, allocation.size, capacity, &allocations_path.index(index))?;
+            self.range_end(
+                allocation.offset,
+                allocation.size,
+                capacity,
+                &allocations_path.index(index),
+            )?;
         }
         let order = self.check_overlaps(&allocations, &allocations_path)?;
 
         let holes_path = path.key("holes");
         let listed_holes = match self.listed(holes, &holes_path, false)? {
-            Some(holes) => Some(self.check_holes(holes, &holes_path, capacity, &allocations, &order)?),
+            Some(holes) => {
+                Some(self.check_holes(holes, &holes_path, capacity, &allocations, &order)?)
+            }
             None => None,
         };
 
@@ -668,7 +866,16 @@ impl<'f> Parser<'f> {
                 failed_requests.push(self.failed_request(value, &requests_path.index(index))?);
             }
         }
-        Ok(Memory { id, kind, name, capacity, alignment, allocations, listed_holes, failed_requests })
+        Ok(Memory {
+            id,
+            kind,
+            name,
+            capacity,
+            alignment,
+            allocations,
+            listed_holes,
+            failed_requests,
+        })
     }
 
     /// A range's end, refused when it overflows or passes the memory's capacity.
@@ -722,9 +929,16 @@ impl<'f> Parser<'f> {
                 let field_path = fields_path.index(index);
                 let field = self.object(value, &field_path)?;
                 self.check_known(field, &["id", "size", "object"], &field_path)?;
-                let id = self.integer(self.required(field, "id", &field_path)?, &field_path.key("id"), 0)?;
+                let id = self.integer(
+                    self.required(field, "id", &field_path)?,
+                    &field_path.key("id"),
+                    0,
+                )?;
                 let size = self.optional_size(field, "size", &field_path)?;
-                let object = self.sym(self.required(field, "object", &field_path)?, &field_path.key("object"))?;
+                let object = self.sym(
+                    self.required(field, "object", &field_path)?,
+                    &field_path.key("object"),
+                )?;
                 fields.push(Field { id, size, object });
             }
         }
@@ -750,7 +964,13 @@ impl<'f> Parser<'f> {
     /// Returns the allocations' indices in offset order, for the hole checks.
     fn check_overlaps(&self, allocations: &[Allocation], path: &Path) -> Result<Vec<usize>> {
         let mut order: Vec<usize> = (0..allocations.len()).collect();
-        order.sort_by_key(|&index| (allocations[index].offset, allocations[index].size, allocations[index].uid));
+        order.sort_by_key(|&index| {
+            (
+                allocations[index].offset,
+                allocations[index].size,
+                allocations[index].uid,
+            )
+        });
         // Allocations that start before the current one and are not yet over. In a valid memory a
         // byte is covered at most twice, so this stays tiny.
         let mut open: Vec<usize> = Vec::new();
@@ -761,10 +981,15 @@ impl<'f> Parser<'f> {
                 let earlier = &allocations[other];
                 let allowed = matches!(
                     (earlier.state, current.state),
-                    (State::PendingAlloc, State::PendingFree) | (State::PendingFree, State::PendingAlloc)
+                    (State::PendingAlloc, State::PendingFree)
+                        | (State::PendingFree, State::PendingAlloc)
                 );
                 if !allowed {
-                    let (first, second) = if other < index { (other, index) } else { (index, other) };
+                    let (first, second) = if other < index {
+                        (other, index)
+                    } else {
+                        (index, other)
+                    };
                     let (a, b) = (&allocations[first], &allocations[second]);
                     return Err(self.error(
                         &path.index(second),
@@ -809,17 +1034,28 @@ impl<'f> Parser<'f> {
         for pair in holes.windows(2) {
             let ((earlier, earlier_index), (later, later_index)) = (pair[0], pair[1]);
             if earlier.end() > later.offset {
-                let (first, second) = (earlier_index.min(later_index), earlier_index.max(later_index));
+                let (first, second) = (
+                    earlier_index.min(later_index),
+                    earlier_index.max(later_index),
+                );
                 return Err(self.error(
                     &path.index(second),
-                    format!("hole overlaps {path}[{first}] ([{}, {}) and [{}, {}))", later.offset, later.end(), earlier.offset, earlier.end()),
+                    format!(
+                        "hole overlaps {path}[{first}] ([{}, {}) and [{}, {}))",
+                        later.offset,
+                        later.end(),
+                        earlier.offset,
+                        earlier.end()
+                    ),
                 ));
             }
         }
         // Both lists are sorted by offset: walk them together.
         let mut next = 0;
         for &(hole, hole_index) in &holes {
-            while next < allocation_order.len() && allocations[allocation_order[next]].range().end() <= hole.offset {
+            while next < allocation_order.len()
+                && allocations[allocation_order[next]].range().end() <= hole.offset
+            {
                 next += 1;
             }
             // Allocations that end after the hole starts; any of them starting before its end overlaps.
@@ -834,7 +1070,11 @@ impl<'f> Parser<'f> {
                         &path.index(hole_index),
                         format!(
                             "hole [{}, {}) overlaps {allocations_path}[{index}] (uid {}, [{}, {}))",
-                            hole.offset, hole.end(), format_id(allocation.uid), allocation.offset, allocation.range().end()
+                            hole.offset,
+                            hole.end(),
+                            format_id(allocation.uid),
+                            allocation.offset,
+                            allocation.range().end()
                         ),
                     ));
                 }
@@ -845,14 +1085,25 @@ impl<'f> Parser<'f> {
 
     fn failed_request(&mut self, value: &Json, path: &Path) -> Result<FailedRequest> {
         let map = self.object(value, path)?;
-        self.check_known(map, &["size", "alignment", "kind", "provenance", "time_ns", "note"], path)?;
+        self.check_known(
+            map,
+            &["size", "alignment", "kind", "provenance", "time_ns", "note"],
+            path,
+        )?;
         let size = self.positive_size(self.required(map, "size", path)?, &path.key("size"))?;
         let alignment = self.optional_size(map, "alignment", path)?;
         let kind = self.optional_sym(map, "kind", path)?;
         let provenance = self.optional_sym(map, "provenance", path)?;
         let time_ns = self.optional_integer(map, "time_ns", path, 0)?;
         let note = self.optional_sym(map, "note", path)?;
-        Ok(FailedRequest { size, alignment, kind, provenance, time_ns, note })
+        Ok(FailedRequest {
+            size,
+            alignment,
+            kind,
+            provenance,
+            time_ns,
+            note,
+        })
     }
 
     /// Rule 5 for allocations: uids are unique across all memories of the dump.
@@ -860,7 +1111,13 @@ impl<'f> Parser<'f> {
         let mut uids: Vec<(u64, usize, usize)> = memories
             .iter()
             .enumerate()
-            .flat_map(|(m, memory)| memory.allocations.iter().enumerate().map(move |(a, allocation)| (allocation.uid, m, a)))
+            .flat_map(|(m, memory)| {
+                memory
+                    .allocations
+                    .iter()
+                    .enumerate()
+                    .map(move |(a, allocation)| (allocation.uid, m, a))
+            })
             .collect();
         uids.sort_unstable();
         for pair in uids.windows(2) {
@@ -873,7 +1130,10 @@ impl<'f> Parser<'f> {
                 let second = second_allocations.index(a2);
                 return Err(self.error(
                     &second.key("uid"),
-                    format!("uid {} is also used by memories[{m1}].allocations[{a1}]", format_id(uid)),
+                    format!(
+                        "uid {} is also used by memories[{m1}].allocations[{a1}]",
+                        format_id(uid)
+                    ),
                 ));
             }
         }
@@ -883,7 +1143,11 @@ impl<'f> Parser<'f> {
     fn annotations(&mut self, top: &JsonObject<'_>) -> Result<Annotations> {
         let root = Path::Root;
         let version = self.version(top)?;
-        self.check_known(top, &["format", "version", "run", "strings", "objects", "links"], &root)?;
+        self.check_known(
+            top,
+            &["format", "version", "run", "strings", "objects", "links"],
+            &root,
+        )?;
         self.string_table(top)?;
         let run_path = root.key("run");
         let run = self.object(self.required(top, "run", &root)?, &run_path)?;
@@ -909,7 +1173,13 @@ impl<'f> Parser<'f> {
                 links.push(Link { uid, field, object });
             }
         }
-        Ok(Annotations { version, strings: std::mem::take(&mut self.strings), run_id, objects, links })
+        Ok(Annotations {
+            version,
+            strings: std::mem::take(&mut self.strings),
+            run_id,
+            objects,
+            links,
+        })
     }
 }
 
@@ -923,7 +1193,10 @@ fn path_sibling_allocations(holes_path: &Path) -> String {
 
 /// Parse an id written as text: `0x` + 1..=16 hex digits, or 1..=16 bare hex digits.
 pub fn parse_id_text(text: &str) -> Option<u64> {
-    let digits = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")).unwrap_or(text);
+    let digits = text
+        .strip_prefix("0x")
+        .or_else(|| text.strip_prefix("0X"))
+        .unwrap_or(text);
     if digits.is_empty() || digits.len() > 16 {
         return None;
     }
@@ -952,7 +1225,10 @@ mod tests {
 
     #[test]
     fn ids_in_every_accepted_form() {
-        assert_eq!(parse_id_text("0x1e00000000000003"), Some(0x1e00000000000003));
+        assert_eq!(
+            parse_id_text("0x1e00000000000003"),
+            Some(0x1e00000000000003)
+        );
         assert_eq!(parse_id_text("1e00000000000003"), Some(0x1e00000000000003));
         assert_eq!(parse_id_text("0X6A"), Some(0x6a));
         assert_eq!(parse_id_text("0x"), None);

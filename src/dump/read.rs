@@ -65,14 +65,19 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_dump_size: DEFAULT_MAX_DUMP_SIZE }
+        Limits {
+            max_dump_size: DEFAULT_MAX_DUMP_SIZE,
+        }
     }
 }
 
 /// The form a file name announces, or `None` when the name is not that of a dump.
 pub fn form_from_name(name: &str) -> Option<Form> {
     let name = name.to_ascii_lowercase();
-    let base = name.strip_suffix(".gz").or_else(|| name.strip_suffix(".zst")).unwrap_or(&name);
+    let base = name
+        .strip_suffix(".gz")
+        .or_else(|| name.strip_suffix(".zst"))
+        .unwrap_or(&name);
     if base.ends_with(".json") {
         Some(Form::Document)
     } else if base.ends_with(".ndjson") || base.ends_with(".jsonl") {
@@ -90,7 +95,11 @@ pub fn expand(paths: &[String]) -> Expanded {
     let mut visited = HashSet::new();
     for given in paths {
         if given == "-" {
-            expanded.inputs.push(Input { path: None, display: "-".to_string(), form: Form::Sniff });
+            expanded.inputs.push(Input {
+                path: None,
+                display: "-".to_string(),
+                form: Form::Sniff,
+            });
             continue;
         }
         let path = PathBuf::from(given);
@@ -98,9 +107,16 @@ pub fn expand(paths: &[String]) -> Expanded {
             Ok(metadata) if metadata.is_dir() => walk(&path, &mut expanded, &mut visited),
             Ok(_) => {
                 let form = form_from_name(given).unwrap_or(Form::Sniff);
-                expanded.inputs.push(Input { path: Some(path), display: given.clone(), form });
+                expanded.inputs.push(Input {
+                    path: Some(path),
+                    display: given.clone(),
+                    form,
+                });
             }
-            Err(error) => expanded.errors.push(Error::Read { file: given.clone(), message: describe_io(&error) }),
+            Err(error) => expanded.errors.push(Error::Read {
+                file: given.clone(),
+                message: describe_io(&error),
+            }),
         }
     }
     expanded
@@ -117,11 +133,16 @@ fn walk(folder: &Path, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)
     let entries = match std::fs::read_dir(folder) {
         Ok(entries) => entries,
         Err(error) => {
-            expanded.errors.push(Error::Read { file: folder.display().to_string(), message: describe_io(&error) });
+            expanded.errors.push(Error::Read {
+                file: folder.display().to_string(),
+                message: describe_io(&error),
+            });
             return;
         }
     };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|entry| entry.ok().map(|entry| entry.path())).collect();
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect();
     paths.sort();
     for path in paths {
         let Ok(own) = std::fs::symlink_metadata(&path) else {
@@ -143,9 +164,16 @@ fn walk(folder: &Path, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)
         match kind {
             Some(true) => walk(&path, expanded, visited),
             Some(false) => {
-                let name = path.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 match form_from_name(&name) {
-                    Some(form) => expanded.inputs.push(Input { display: path.display().to_string(), path: Some(path), form }),
+                    Some(form) => expanded.inputs.push(Input {
+                        display: path.display().to_string(),
+                        path: Some(path),
+                        form,
+                    }),
                     None => expanded.ignored_files += 1,
                 }
             }
@@ -172,12 +200,22 @@ pub struct Record {
 }
 
 /// Wrap `reader` in the decompressor its first bytes call for; whether it is compressed.
-fn decompress(mut reader: BufReader<Box<dyn Read + Send>>) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
+fn decompress(
+    mut reader: BufReader<Box<dyn Read + Send>>,
+) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
     let magic = reader.fill_buf()?;
     if magic.starts_with(&[0x1f, 0x8b]) {
-        Ok((Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader))), true))
+        Ok((
+            Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader))),
+            true,
+        ))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        Ok((Box::new(BufReader::new(zstd::stream::read::Decoder::with_buffer(reader)?)), true))
+        Ok((
+            Box::new(BufReader::new(zstd::stream::read::Decoder::with_buffer(
+                reader,
+            )?)),
+            true,
+        ))
     } else {
         Ok((Box::new(reader), false))
     }
@@ -219,30 +257,58 @@ pub fn open(input: &Input, limits: Limits) -> Result<Records> {
     let mut size = None;
     let raw: Box<dyn Read + Send> = match &input.path {
         Some(path) => {
-            let file = File::open(path).map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?;
+            let file = File::open(path).map_err(|error| Error::Read {
+                file: input.display.clone(),
+                message: describe_io(&error),
+            })?;
             size = file.metadata().ok().map(|meta| meta.len() as usize);
             Box::new(file)
         }
         None => Box::new(io::stdin()),
     };
-    let (reader, compressed) = decompress(BufReader::with_capacity(1 << 16, raw))
-        .map_err(|error| Error::Read { file: input.display.clone(), message: describe_io(&error) })?;
-    let size = if compressed { None } else { size.filter(|&size| (size as u64) <= limits.max_dump_size) };
-    Ok(Records { reader, display: input.display.clone(), form: input.form, line: 0, done: false, pending: None, size, compressed, limits, any: false })
+    let (reader, compressed) =
+        decompress(BufReader::with_capacity(1 << 16, raw)).map_err(|error| Error::Read {
+            file: input.display.clone(),
+            message: describe_io(&error),
+        })?;
+    let size = if compressed {
+        None
+    } else {
+        size.filter(|&size| (size as u64) <= limits.max_dump_size)
+    };
+    Ok(Records {
+        reader,
+        display: input.display.clone(),
+        form: input.form,
+        line: 0,
+        done: false,
+        pending: None,
+        size,
+        compressed,
+        limits,
+        any: false,
+    })
 }
 
 impl Records {
     fn read_error(&mut self, place: &str, error: io::Error) -> Error {
         self.done = true;
         let message = match error.kind() {
-            io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof => {
+            io::ErrorKind::InvalidInput
+            | io::ErrorKind::InvalidData
+            | io::ErrorKind::UnexpectedEof => {
                 format!("corrupt or truncated compressed data: {error}")
             }
             // zstd names its failures in its own words ("Dictionary mismatch"...).
-            _ if self.compressed => format!("corrupt or truncated compressed data (the decompressor says: {error})"),
+            _ if self.compressed => {
+                format!("corrupt or truncated compressed data (the decompressor says: {error})")
+            }
             _ => describe_io(&error),
         };
-        Error::Read { file: format!("{}{place}", self.display), message }
+        Error::Read {
+            file: format!("{}{place}", self.display),
+            message,
+        }
     }
 
     fn too_large(&self, place: &str) -> Error {
@@ -309,10 +375,17 @@ impl Records {
         if let Some(size) = self.size {
             text.reserve_exact(size.saturating_sub(text.len()) + 1);
         }
-        let room = self.limits.max_dump_size.saturating_sub(text.len() as u64).saturating_add(1);
+        let room = self
+            .limits
+            .max_dump_size
+            .saturating_sub(text.len() as u64)
+            .saturating_add(1);
         match (&mut self.reader).take(room).read_to_end(&mut text) {
             Ok(_) if text.len() as u64 > self.limits.max_dump_size => Some(Err(self.too_large(""))),
-            Ok(_) => Some(Ok(Record { source: self.display.clone(), text })),
+            Ok(_) => Some(Ok(Record {
+                source: self.display.clone(),
+                text,
+            })),
             Err(error) => Some(Err(self.read_error("", error))),
         }
     }
@@ -330,12 +403,18 @@ impl Iterator for Records {
             Form::Stream => {
                 if let Some(text) = self.pending.take() {
                     self.any = true;
-                    return Some(Ok(Record { source: format!("{}:{}", self.display, self.line), text }));
+                    return Some(Ok(Record {
+                        source: format!("{}:{}", self.display, self.line),
+                        text,
+                    }));
                 }
                 match self.next_line() {
                     Some(Ok((line, text))) => {
                         self.any = true;
-                        Some(Ok(Record { source: format!("{}:{line}", self.display), text }))
+                        Some(Ok(Record {
+                            source: format!("{}:{line}", self.display),
+                            text,
+                        }))
                     }
                     Some(Err(error)) => {
                         self.any = true;
@@ -343,7 +422,10 @@ impl Iterator for Records {
                     }
                     None if !self.any => {
                         self.any = true;
-                        Some(Err(Error::Read { file: self.display.clone(), message: "no dump in this stream (it is empty or blank)".to_string() }))
+                        Some(Err(Error::Read {
+                            file: self.display.clone(),
+                            message: "no dump in this stream (it is empty or blank)".to_string(),
+                        }))
                     }
                     None => None,
                 }
@@ -352,7 +434,10 @@ impl Iterator for Records {
                 let first = match self.next_line() {
                     None => {
                         // Nothing but blank lines: hand the (empty) document to the parser to refuse.
-                        return Some(Ok(Record { source: self.display.clone(), text: Vec::new() }));
+                        return Some(Ok(Record {
+                            source: self.display.clone(),
+                            text: Vec::new(),
+                        }));
                     }
                     Some(Err(error)) => return Some(Err(error)),
                     Some(Ok((_, text))) => text,

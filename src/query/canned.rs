@@ -58,8 +58,16 @@ fn parse(name: &'static str, sql: &'static str) -> Query {
         if let Some(rest) = line.strip_prefix("@param") {
             in_description = false;
             let (name, kind, doc) = split_doc(rest);
-            let default = doc.split_once("(default ").and_then(|(_, rest)| rest.split_once(')')).map(|(value, _)| value.trim().to_string());
-            params.push(Param { name, kind, doc, default });
+            let default = doc
+                .split_once("(default ")
+                .and_then(|(_, rest)| rest.split_once(')'))
+                .map(|(value, _)| value.trim().to_string());
+            params.push(Param {
+                name,
+                kind,
+                doc,
+                default,
+            });
         } else if let Some(rest) = line.strip_prefix("@column") {
             in_description = false;
             let (name, unit, doc) = split_doc(rest);
@@ -68,7 +76,13 @@ fn parse(name: &'static str, sql: &'static str) -> Query {
             description.push(line.to_string());
         }
     }
-    Query { name, sql, description: description.join(" "), params, columns }
+    Query {
+        name,
+        sql,
+        description: description.join(" "),
+        params,
+        columns,
+    }
 }
 
 /// Every canned query, sorted by name.
@@ -78,19 +92,36 @@ pub fn all() -> Vec<Query> {
 
 /// A canned query by name.
 pub fn find(name: &str) -> Result<Query> {
-    all().into_iter().find(|query| query.name == name).ok_or_else(|| {
-        let names: Vec<&str> = SOURCES.iter().map(|(name, _)| *name).collect();
-        Error::Usage(format!("no canned query {name:?}; there are: {}", names.join(", ")))
-    })
+    all()
+        .into_iter()
+        .find(|query| query.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = SOURCES.iter().map(|(name, _)| *name).collect();
+            Error::Usage(format!(
+                "no canned query {name:?}; there are: {}",
+                names.join(", ")
+            ))
+        })
 }
 
 /// The value to bind for one parameter: what the commands accept, turned into what the SQL wants.
-fn resolve(conn: &Connection, query: &Query, param: &Param, value: &str, given: &[(String, String)]) -> Result<String> {
-    let wrong = |why: String| Error::Usage(format!("{} -p {}={value:?}: {why}", query.name, param.name));
+fn resolve(
+    conn: &Connection,
+    query: &Query,
+    param: &Param,
+    value: &str,
+    given: &[(String, String)],
+) -> Result<String> {
+    let wrong =
+        |why: String| Error::Usage(format!("{} -p {}={value:?}: {why}", query.name, param.name));
     match param.name.as_str() {
-        "snapshot_id" if value.parse::<i64>().is_err() => Ok(select::one_snapshot(conn, value)?.to_string()),
+        "snapshot_id" if value.parse::<i64>().is_err() => {
+            Ok(select::one_snapshot(conn, value)?.to_string())
+        }
         "memory_id" if value.parse::<i64>().is_err() => {
-            let handle = select::memory_handle(value).ok_or_else(|| wrong("expected a memory id (0x1e00000000000003) or its number".to_string()))?;
+            let handle = select::memory_handle(value).ok_or_else(|| {
+                wrong("expected a memory id (0x1e00000000000003) or its number".to_string())
+            })?;
             let candidates: Vec<i64> = match given.iter().find(|(key, _)| key == "snapshot_id") {
                 Some((_, snapshot)) => {
                     let snapshot_id = match snapshot.parse::<i64>() {
@@ -100,9 +131,14 @@ fn resolve(conn: &Connection, query: &Query, param: &Param, value: &str, given: 
                     select::memory_ids(conn, snapshot_id, Some(&handle))?
                 }
                 None => {
-                    let mut statement = conn.prepare("SELECT memory_id FROM memories WHERE handle = ?1").map_err(super::query_error)?;
-                    let rows = statement.query_map([&handle], |row| row.get(0)).map_err(super::query_error)?;
-                    rows.collect::<rusqlite::Result<_>>().map_err(super::query_error)?
+                    let mut statement = conn
+                        .prepare("SELECT memory_id FROM memories WHERE handle = ?1")
+                        .map_err(super::query_error)?;
+                    let rows = statement
+                        .query_map([&handle], |row| row.get(0))
+                        .map_err(super::query_error)?;
+                    rows.collect::<rusqlite::Result<_>>()
+                        .map_err(super::query_error)?
                 }
             };
             match candidates.as_slice() {
@@ -115,7 +151,9 @@ fn resolve(conn: &Connection, query: &Query, param: &Param, value: &str, given: 
             select::check_run(conn, value)?;
             Ok(value.to_string())
         }
-        _ if param.kind == "integer" && value.parse::<i64>().is_err() => Err(wrong("expected an integer".to_string())),
+        _ if param.kind == "integer" && value.parse::<i64>().is_err() => {
+            Err(wrong("expected an integer".to_string()))
+        }
         _ => Ok(value.to_string()),
     }
 }
@@ -125,8 +163,16 @@ fn resolve(conn: &Connection, query: &Query, param: &Param, value: &str, given: 
 pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]) -> Result<Table> {
     for (key, _) in parameters {
         if !query.params.iter().any(|param| &param.name == key) {
-            let known: Vec<&str> = query.params.iter().map(|param| param.name.as_str()).collect();
-            return Err(Error::Usage(format!("{} takes no parameter {key:?} (it takes: {})", query.name, known.join(", "))));
+            let known: Vec<&str> = query
+                .params
+                .iter()
+                .map(|param| param.name.as_str())
+                .collect();
+            return Err(Error::Usage(format!(
+                "{} takes no parameter {key:?} (it takes: {})",
+                query.name,
+                known.join(", ")
+            )));
         }
     }
     let mut bound = Vec::new();
@@ -136,15 +182,24 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
             None => match &param.default {
                 Some(default) => default.clone(),
                 None => {
-                    return Err(Error::Usage(format!("{} needs -p {}=VALUE ({}: {})", query.name, param.name, param.kind, param.doc)));
+                    return Err(Error::Usage(format!(
+                        "{} needs -p {}=VALUE ({}: {})",
+                        query.name, param.name, param.kind, param.doc
+                    )));
                 }
             },
         };
-        bound.push((param.name.clone(), resolve(conn, query, param, &value, parameters)?));
+        bound.push((
+            param.name.clone(),
+            resolve(conn, query, param, &value, parameters)?,
+        ));
     }
     let mut table = collect(conn, query.sql, &bound)?;
     for column in &query.columns {
-        table = table.with_unit(&[column.name.as_str()], Unit::of_doc(&column.unit, &column.name));
+        table = table.with_unit(
+            &[column.name.as_str()],
+            Unit::of_doc(&column.unit, &column.name),
+        );
     }
     Ok(table)
 }

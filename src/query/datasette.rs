@@ -31,20 +31,39 @@ pub fn views() -> Vec<ViewDoc> {
     let mut views: Vec<ViewDoc> = Vec::new();
     let mut in_table = false;
     for line in SCHEMA_DOC.lines() {
-        if let Some(name) = line.strip_prefix("## `").and_then(|rest| rest.strip_suffix('`')) {
-            views.push(ViewDoc { name: name.to_string(), description: String::new(), columns: Vec::new(), grouped: Vec::new() });
+        if let Some(name) = line
+            .strip_prefix("## `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
+            views.push(ViewDoc {
+                name: name.to_string(),
+                description: String::new(),
+                columns: Vec::new(),
+                grouped: Vec::new(),
+            });
             in_table = false;
             continue;
         }
-        let Some(view) = views.last_mut() else { continue };
+        let Some(view) = views.last_mut() else {
+            continue;
+        };
         if line.starts_with("## ") {
             break;
         }
         if let Some(row) = line.strip_prefix('|') {
             in_table = true;
-            let Some((names, meaning)) = row.split_once('|') else { continue };
+            let Some((names, meaning)) = row.split_once('|') else {
+                continue;
+            };
             let meaning = meaning.trim_end().trim_end_matches('|').trim().to_string();
-            let names: Vec<&str> = names.split(',').map(str::trim).filter_map(|name| name.strip_prefix('`').and_then(|name| name.strip_suffix('`'))).collect();
+            let names: Vec<&str> = names
+                .split(',')
+                .map(str::trim)
+                .filter_map(|name| {
+                    name.strip_prefix('`')
+                        .and_then(|name| name.strip_suffix('`'))
+                })
+                .collect();
             for name in &names {
                 view.columns.push((name.to_string(), meaning.clone()));
                 view.grouped.push(names.len() > 1);
@@ -61,7 +80,10 @@ pub fn views() -> Vec<ViewDoc> {
 
 /// Text for HTML: `&`, `<`, `>` escaped, and Markdown's `code` shown as code.
 fn html(text: &str) -> String {
-    let escaped = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let escaped = text
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     let mut out = String::new();
     for (index, part) in escaped.split('`').enumerate() {
         if index % 2 == 1 {
@@ -83,12 +105,25 @@ fn plain(text: &str) -> String {
 /// the same column alone; that one is taken when there is one.
 fn column_meanings(views: &[ViewDoc], view: &ViewDoc) -> Vec<(String, String)> {
     let alone = |column: &str| -> Option<String> {
-        views.iter().flat_map(|other| other.columns.iter().zip(other.grouped.iter())).find(|((name, _), grouped)| name == column && !**grouped).map(|((_, meaning), _)| meaning.clone())
+        views
+            .iter()
+            .flat_map(|other| other.columns.iter().zip(other.grouped.iter()))
+            .find(|((name, _), grouped)| name == column && !**grouped)
+            .map(|((_, meaning), _)| meaning.clone())
     };
     view.columns
         .iter()
         .zip(&view.grouped)
-        .map(|((name, meaning), grouped)| (name.clone(), if *grouped { alone(name).unwrap_or_else(|| meaning.clone()) } else { meaning.clone() }))
+        .map(|((name, meaning), grouped)| {
+            (
+                name.clone(),
+                if *grouped {
+                    alone(name).unwrap_or_else(|| meaning.clone())
+                } else {
+                    meaning.clone()
+                },
+            )
+        })
         .collect()
 }
 
@@ -96,7 +131,10 @@ fn column_meanings(views: &[ViewDoc], view: &ViewDoc) -> Vec<(String, String)> {
 fn title(name: &str) -> String {
     let spaced = name.replace(['_', '-'], " ");
     let mut chars = spaced.chars();
-    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
+    chars
+        .next()
+        .map(|first| first.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// Replace the parameter `:name` (a whole word) in `sql` with `with`.
@@ -120,10 +158,18 @@ pub fn datasette_sql(query: &Query) -> String {
     let mut sql = query.sql.to_string();
     for param in &query.params {
         let value = match &param.default {
-            Some(default) => format!("coalesce(nullif(:{}, ''), '{}')", param.name, default.replace('\'', "''")),
+            Some(default) => format!(
+                "coalesce(nullif(:{}, ''), '{}')",
+                param.name,
+                default.replace('\'', "''")
+            ),
             None => format!(":{}", param.name),
         };
-        let value = if param.kind == "integer" { format!("CAST({value} AS INTEGER)") } else { value };
+        let value = if param.kind == "integer" {
+            format!("CAST({value} AS INTEGER)")
+        } else {
+            value
+        };
         sql = replace_param(&sql, &param.name, &value);
     }
     sql
@@ -135,9 +181,16 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
     let mut tables = Map::new();
     let documented = views();
     for view in &documented {
-        let columns: Map<String, Value> = column_meanings(&documented, view).into_iter().map(|(name, meaning)| (name, json!(plain(&meaning)))).collect();
-        let units: Map<String, Value> =
-            view.columns.iter().filter(|(name, _)| Unit::of_column(name) == Unit::Bytes).map(|(name, _)| (name.clone(), json!("B"))).collect();
+        let columns: Map<String, Value> = column_meanings(&documented, view)
+            .into_iter()
+            .map(|(name, meaning)| (name, json!(plain(&meaning))))
+            .collect();
+        let units: Map<String, Value> = view
+            .columns
+            .iter()
+            .filter(|(name, _)| Unit::of_column(name) == Unit::Bytes)
+            .map(|(name, _)| (name.clone(), json!("B")))
+            .collect();
         let mut table = json!({
             "title": title(&view.name),
             "description": plain(&view.description),
@@ -150,7 +203,9 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
         tables.insert(view.name.clone(), table);
     }
     for name in hidden {
-        tables.entry(name.clone()).or_insert_with(|| json!({"hidden": true}));
+        tables
+            .entry(name.clone())
+            .or_insert_with(|| json!({"hidden": true}));
     }
     let mut queries = Map::new();
     for query in canned::all() {
@@ -158,14 +213,28 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
         if !query.params.is_empty() {
             described.push_str("<p>Parameters:</p><ul>");
             for param in &query.params {
-                let blank = if param.default.is_some() { "; leave blank for the default" } else { "" };
-                described.push_str(&format!("<li><b>{}</b> ({}): {}{blank}</li>", html(&param.name), html(&param.kind), html(&param.doc)));
+                let blank = if param.default.is_some() {
+                    "; leave blank for the default"
+                } else {
+                    ""
+                };
+                described.push_str(&format!(
+                    "<li><b>{}</b> ({}): {}{blank}</li>",
+                    html(&param.name),
+                    html(&param.kind),
+                    html(&param.doc)
+                ));
             }
             described.push_str("</ul>");
         }
         described.push_str("<p>Columns:</p><ul>");
         for column in &query.columns {
-            described.push_str(&format!("<li><b>{}</b> ({}): {}</li>", html(&column.name), html(&column.unit), html(&column.doc)));
+            described.push_str(&format!(
+                "<li><b>{}</b> ({}): {}</li>",
+                html(&column.name),
+                html(&column.unit),
+                html(&column.doc)
+            ));
         }
         described.push_str("</ul>");
         queries.insert(
@@ -198,16 +267,33 @@ mod tests {
 
     #[test]
     fn parameters_are_replaced_as_whole_words_only() {
-        assert_eq!(replace_param("a = :run AND b = :run_id AND c = :run", "run", "X"), "a = X AND b = :run_id AND c = X");
+        assert_eq!(
+            replace_param("a = :run AND b = :run_id AND c = :run", "run", "X"),
+            "a = X AND b = :run_id AND c = X"
+        );
     }
 
     #[test]
     fn the_schema_document_gives_each_view_its_columns() {
         let views = views();
-        let trend = views.iter().find(|view| view.name == "memory_trend").expect("memory_trend is documented");
-        assert!(trend.description.starts_with("`memory_stats` flattened"), "{}", trend.description);
-        let names: Vec<&str> = trend.columns.iter().map(|(name, _)| name.as_str()).collect();
-        assert_eq!(&names[..6], ["run", "node", "seq", "time_ns", "time_s", "wall_time"]);
+        let trend = views
+            .iter()
+            .find(|view| view.name == "memory_trend")
+            .expect("memory_trend is documented");
+        assert!(
+            trend.description.starts_with("`memory_stats` flattened"),
+            "{}",
+            trend.description
+        );
+        let names: Vec<&str> = trend
+            .columns
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(
+            &names[..6],
+            ["run", "node", "seq", "time_ns", "time_s", "wall_time"]
+        );
         assert_eq!(names.last(), Some(&"series"));
     }
 }

@@ -14,7 +14,9 @@ fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table>
     let columns: Vec<String> = statement.column_names().map(str::to_string).collect();
     let width = columns.len();
     let mut rows = Vec::new();
-    let mut cursor = statement.query(rusqlite::params_from_iter(parameters)).map_err(query_error)?;
+    let mut cursor = statement
+        .query(rusqlite::params_from_iter(parameters))
+        .map_err(query_error)?;
     while let Some(row) = cursor.next().map_err(query_error)? {
         let mut cells = Vec::with_capacity(width);
         for index in 0..width {
@@ -65,12 +67,33 @@ pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
                       t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
                       t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes
                FROM memory_trend t WHERE t.snapshot_id = ?1 AND t.memory_id = ?2";
-    let columns = conn.prepare(sql).map_err(query_error)?.column_names().map(str::to_string).collect();
+    let columns = conn
+        .prepare(sql)
+        .map_err(query_error)?
+        .column_names()
+        .map(str::to_string)
+        .collect();
     let mut result = Table::new(columns, Vec::new());
     for &(snapshot_id, memory_id) in pairs {
-        result.extend(table(conn, sql, &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)])?);
+        result.extend(table(
+            conn,
+            sql,
+            &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)],
+        )?);
     }
-    Ok(result.compact(&["snapshot_id", "node", "seq", "handle", "kind", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"]))
+    Ok(result.compact(&[
+        "snapshot_id",
+        "node",
+        "seq",
+        "handle",
+        "kind",
+        "used_bytes",
+        "free_bytes",
+        "hole_count",
+        "largest_hole",
+        "fragmentation",
+        "largest_reclaimable",
+    ]))
 }
 
 /// Filters of the `allocations` command.
@@ -104,14 +127,28 @@ pub fn allocation_table(
     // stays a plain index search; memories are joined after the limit, objects only where shown.
     // The memories as one JSON array parameter: a list of bound variables stops at 32,766.
     let ids = serde_json::to_string(memory_ids).unwrap_or_else(|_| "[]".to_string());
-    let mut parameters = vec![SqlValue::Integer(snapshot_id), SqlValue::Integer(top), SqlValue::Null, SqlValue::Text(ids)];
+    let mut parameters = vec![
+        SqlValue::Integer(snapshot_id),
+        SqlValue::Integer(top),
+        SqlValue::Null,
+        SqlValue::Text(ids),
+    ];
     let run_id: i64 = conn
-        .query_row("SELECT run_id FROM snapshots WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0))
+        .query_row(
+            "SELECT run_id FROM snapshots WHERE snapshot_id = ?1",
+            [snapshot_id],
+            |row| row.get(0),
+        )
         .map_err(query_error)?;
     parameters[2] = SqlValue::Integer(run_id);
-    let mut conditions = "a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?4))".to_string();
+    let mut conditions =
+        "a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?4))".to_string();
     let state = filter.state.map(|state| state.as_str().to_string());
-    for (column, operator, value) in [("kind", "=", &filter.kind), ("state", "=", &state), ("provenance", "LIKE", &filter.provenance)] {
+    for (column, operator, value) in [
+        ("kind", "=", &filter.kind),
+        ("state", "=", &state),
+        ("provenance", "LIKE", &filter.provenance),
+    ] {
         if let Some(value) = value {
             parameters.push(SqlValue::Text(value.clone()));
             conditions.push_str(&format!(" AND a.{column} {operator} ?{}", parameters.len()));
@@ -158,7 +195,23 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
          WHERE (?1 IS NULL OR run = ?1)
            AND (?2 IS NULL OR (handle = ?3 OR (?3 IS NULL AND kind = ?2)))
          ORDER BY run, node, handle, seq",
-        &[optional_text(run), optional_text(memory), optional_text(handle.as_deref())],
+        &[
+            optional_text(run),
+            optional_text(memory),
+            optional_text(handle.as_deref()),
+        ],
     )?;
-    Ok(result.compact(&["node", "seq", "time_s", "handle", "kind", "used_bytes", "free_bytes", "hole_count", "largest_hole", "fragmentation", "largest_reclaimable"]))
+    Ok(result.compact(&[
+        "node",
+        "seq",
+        "time_s",
+        "handle",
+        "kind",
+        "used_bytes",
+        "free_bytes",
+        "hole_count",
+        "largest_hole",
+        "fragmentation",
+        "largest_reclaimable",
+    ]))
 }

@@ -5,7 +5,9 @@
 use rusqlite::{params, Connection};
 
 use super::query_error;
-use crate::analysis::{AllocationInfo, FailedAt, History, HistorySpan, Layout, OomMark, Placed, Request, Series};
+use crate::analysis::{
+    AllocationInfo, FailedAt, History, HistorySpan, Layout, OomMark, Placed, Request, Series,
+};
 use crate::dump::{Range, State};
 use crate::error::{Error, Result};
 
@@ -15,7 +17,13 @@ fn to_u64(value: i64) -> u64 {
 
 /// A state read from a view (which only ever shows the four names).
 fn state(text: &str) -> rusqlite::Result<State> {
-    State::parse(text).ok_or_else(|| rusqlite::Error::InvalidColumnType(0, format!("state {text:?}"), rusqlite::types::Type::Text))
+    State::parse(text).ok_or_else(|| {
+        rusqlite::Error::InvalidColumnType(
+            0,
+            format!("state {text:?}"),
+            rusqlite::types::Type::Text,
+        )
+    })
 }
 
 /// One memory at one snapshot: its figures, holes and allocations (with their client objects).
@@ -80,7 +88,9 @@ pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Lay
                 size: to_u64(row.get(5)?),
                 provenance: row.get(6)?,
                 label: row.get(7)?,
-                objects: objects.map(|text| text.split(", ").map(str::to_string).collect()).unwrap_or_default(),
+                objects: objects
+                    .map(|text| text.split(", ").map(str::to_string).collect())
+                    .unwrap_or_default(),
             })
         })
         .map_err(query_error)?
@@ -88,7 +98,12 @@ pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Lay
         .map_err(query_error)?;
     let mut statement = conn.prepare("SELECT offset, size FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2 ORDER BY offset").map_err(query_error)?;
     loaded.holes = statement
-        .query_map(params![snapshot_id, memory_id], |row| Ok(Range { offset: to_u64(row.get(0)?), size: to_u64(row.get(1)?) }))
+        .query_map(params![snapshot_id, memory_id], |row| {
+            Ok(Range {
+                offset: to_u64(row.get(0)?),
+                size: to_u64(row.get(1)?),
+            })
+        })
         .map_err(query_error)?
         .collect::<rusqlite::Result<_>>()
         .map_err(query_error)?;
@@ -167,7 +182,13 @@ pub fn placed(conn: &Connection, snapshot_id: i64, other: Option<i64>) -> Result
 /// One line per memory of `run` (those `memory_ids` when given) of the figure in column `y` of
 /// `memory_trend` against column `x`, and a mark for each `oom` snapshot with the requests that
 /// failed there (in any memory of the run, plotted or not).
-pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y: &str, x: &str) -> Result<(Vec<Series>, Vec<OomMark>)> {
+pub fn trend_series(
+    conn: &Connection,
+    run: &str,
+    memory_ids: Option<&[i64]>,
+    y: &str,
+    x: &str,
+) -> Result<(Vec<Series>, Vec<OomMark>)> {
     let column = y;
     let ids = memory_ids.map(|ids| serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_string()));
     let sql = format!(
@@ -178,7 +199,14 @@ pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y:
     let mut statement = conn.prepare(&sql).map_err(query_error)?;
     let rows = statement
         .query_map(params![run, ids], |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?, row.get::<_, f64>(3)?, row.get::<_, f64>(4)?, row.get::<_, String>(5)?))
+            Ok((
+                row.get::<_, i64>(0)?,
+                row.get::<_, String>(1)?,
+                row.get::<_, String>(2)?,
+                row.get::<_, f64>(3)?,
+                row.get::<_, f64>(4)?,
+                row.get::<_, String>(5)?,
+            ))
         })
         .map_err(query_error)?;
     let mut series: Vec<Series> = Vec::new();
@@ -187,7 +215,12 @@ pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y:
         let (node, handle, kind, x, y, reason) = row.map_err(query_error)?;
         match series.last_mut() {
             Some(last) if last.node == node && last.handle == handle => last.points.push((x, y)),
-            _ => series.push(Series { node, handle, kind, points: vec![(x, y)] }),
+            _ => series.push(Series {
+                node,
+                handle,
+                kind,
+                points: vec![(x, y)],
+            }),
         }
         if reason == "oom" && !oom_xs.contains(&x) {
             oom_xs.push(x);
@@ -201,11 +234,26 @@ pub fn trend_series(conn: &Connection, run: &str, memory_ids: Option<&[i64]>, y:
         ))
         .map_err(query_error)?;
     let failures = statement
-        .query_map([run], |row| Ok((row.get::<_, f64>(0)?, FailedAt { node: row.get(1)?, handle: row.get(2)?, size: to_u64(row.get(3)?) })))
+        .query_map([run], |row| {
+            Ok((
+                row.get::<_, f64>(0)?,
+                FailedAt {
+                    node: row.get(1)?,
+                    handle: row.get(2)?,
+                    size: to_u64(row.get(3)?),
+                },
+            ))
+        })
         .map_err(query_error)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(query_error)?;
-    let mut marks: Vec<OomMark> = failures.into_iter().map(|(x, failed)| OomMark { x, failed: Some(failed) }).collect();
+    let mut marks: Vec<OomMark> = failures
+        .into_iter()
+        .map(|(x, failed)| OomMark {
+            x,
+            failed: Some(failed),
+        })
+        .collect();
     for x in oom_xs {
         if !marks.iter().any(|mark| mark.x == x) {
             marks.push(OomMark { x, failed: None });
@@ -241,7 +289,12 @@ pub struct Recent {
 }
 
 /// A memory's figures at its last `count` snapshots up to and including `snapshot_id`, oldest first.
-pub fn recent_figures(conn: &Connection, memory_id: i64, snapshot_id: i64, count: u32) -> Result<Vec<Recent>> {
+pub fn recent_figures(
+    conn: &Connection,
+    memory_id: i64,
+    snapshot_id: i64,
+    count: u32,
+) -> Result<Vec<Recent>> {
     let mut statement = conn
         .prepare(
             "SELECT snapshot_id, seq, time_s, free_bytes, largest_hole FROM memory_trend
@@ -251,7 +304,13 @@ pub fn recent_figures(conn: &Connection, memory_id: i64, snapshot_id: i64, count
         .map_err(query_error)?;
     let rows = statement
         .query_map(params![memory_id, snapshot_id, count], |row| {
-            Ok(Recent { snapshot_id: row.get(0)?, seq: row.get(1)?, time_s: row.get(2)?, free_bytes: to_u64(row.get(3)?), largest_hole: to_u64(row.get(4)?) })
+            Ok(Recent {
+                snapshot_id: row.get(0)?,
+                seq: row.get(1)?,
+                time_s: row.get(2)?,
+                free_bytes: to_u64(row.get(3)?),
+                largest_hole: to_u64(row.get(4)?),
+            })
         })
         .map_err(query_error)?;
     let mut recent: Vec<Recent> = rows.collect::<rusqlite::Result<_>>().map_err(query_error)?;
@@ -263,23 +322,43 @@ pub fn recent_figures(conn: &Connection, memory_id: i64, snapshot_id: i64, count
 /// each drawn from its first snapshot's time to the time of the snapshot after its last.
 pub fn history(conn: &Connection, memory_id: i64) -> Result<History> {
     let (run, node, handle, kind, run_id): (String, i64, String, String, i64) = conn
-        .query_row("SELECT run, node, handle, kind, run_id FROM memories WHERE memory_id = ?1", [memory_id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
-        })
+        .query_row(
+            "SELECT run, node, handle, kind, run_id FROM memories WHERE memory_id = ?1",
+            [memory_id],
+            |row| {
+                Ok((
+                    row.get(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    row.get(3)?,
+                    row.get(4)?,
+                ))
+            },
+        )
         .map_err(query_error)?;
     let capacity: i64 = conn
-        .query_row("SELECT coalesce(max(capacity), 0) FROM memory_stats WHERE memory_id = ?1", [memory_id], |row| row.get(0))
+        .query_row(
+            "SELECT coalesce(max(capacity), 0) FROM memory_stats WHERE memory_id = ?1",
+            [memory_id],
+            |row| row.get(0),
+        )
         .map_err(query_error)?;
     let mut statement = conn
         .prepare("SELECT snapshot_id, time_s, reason = 'oom' FROM snapshots WHERE run_id = ?1 AND node = ?2 ORDER BY seq")
         .map_err(query_error)?;
     let snapshots: Vec<(i64, f64, bool)> = statement
-        .query_map(params![run_id, node], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+        .query_map(params![run_id, node], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
         .map_err(query_error)?
         .collect::<rusqlite::Result<_>>()
         .map_err(query_error)?;
     // When a span ends: the next snapshot's time, or one interval past the last one.
-    let position: std::collections::HashMap<i64, usize> = snapshots.iter().enumerate().map(|(index, (id, _, _))| (*id, index)).collect();
+    let position: std::collections::HashMap<i64, usize> = snapshots
+        .iter()
+        .enumerate()
+        .map(|(index, (id, _, _))| (*id, index))
+        .collect();
     let last_interval = match snapshots.as_slice() {
         [.., (_, before, _), (_, last, _)] => (last - before).max(1e-9),
         _ => 1.0,
@@ -320,5 +399,13 @@ pub fn history(conn: &Connection, memory_id: i64) -> Result<History> {
         .map_err(query_error)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(query_error)?;
-    Ok(History { run, node, handle, kind, capacity: to_u64(capacity), snapshots, spans })
+    Ok(History {
+        run,
+        node,
+        handle,
+        kind,
+        capacity: to_u64(capacity),
+        snapshots,
+        spans,
+    })
 }

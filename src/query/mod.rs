@@ -85,7 +85,9 @@ pub fn parse_parameter(text: &str) -> Result<(String, String)> {
         Some((key, value)) if !key.trim_start_matches(':').is_empty() => {
             Ok((key.trim_start_matches(':').to_string(), value.to_string()))
         }
-        _ => Err(Error::Usage(format!("parameter {text:?}: expected key=value"))),
+        _ => Err(Error::Usage(format!(
+            "parameter {text:?}: expected key=value"
+        ))),
     }
 }
 
@@ -119,7 +121,9 @@ pub fn for_each_row(
     parameters: &[(String, String)],
     visit: &mut dyn FnMut(RowEvent) -> Result<()>,
 ) -> Result<()> {
-    let mut statement = conn.prepare(sql).map_err(|error| Error::Query(describe_sql_error(&error)))?;
+    let mut statement = conn
+        .prepare(sql)
+        .map_err(|error| Error::Query(describe_sql_error(&error)))?;
     for (key, value) in parameters {
         let name = format!(":{key}");
         let index = statement
@@ -133,7 +137,10 @@ pub fn for_each_row(
     for index in 1..=statement.parameter_count() {
         if let Some(name) = statement.parameter_name(index) {
             if !parameters.iter().any(|(key, _)| format!(":{key}") == name) {
-                return Err(Error::Usage(format!("the query needs parameter {name}: pass -p {}=VALUE", name.trim_start_matches([':', '@', '$']))));
+                return Err(Error::Usage(format!(
+                    "the query needs parameter {name}: pass -p {}=VALUE",
+                    name.trim_start_matches([':', '@', '$'])
+                )));
             }
         }
     }
@@ -141,10 +148,17 @@ pub fn for_each_row(
     visit(RowEvent::Columns(&names))?;
     let width = names.len();
     let mut cursor = statement.raw_query();
-    while let Some(current) = cursor.next().map_err(|error| Error::Query(describe_sql_error(&error)))? {
+    while let Some(current) = cursor
+        .next()
+        .map_err(|error| Error::Query(describe_sql_error(&error)))?
+    {
         let mut cells = Vec::with_capacity(width);
         for index in 0..width {
-            cells.push(Cell::from(current.get_ref(index).map_err(|error| Error::Query(error.to_string()))?));
+            cells.push(Cell::from(
+                current
+                    .get_ref(index)
+                    .map_err(|error| Error::Query(error.to_string()))?,
+            ));
         }
         visit(RowEvent::Row(cells))?;
     }
@@ -153,8 +167,12 @@ pub fn for_each_row(
 
 fn describe_sql_error(error: &rusqlite::Error) -> String {
     match error {
-        rusqlite::Error::SqliteFailure(failure, _) if failure.code == rusqlite::ErrorCode::ReadOnly => {
-            format!("{error} (memstate sql is read-only: the database cannot be changed through it)")
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::ReadOnly =>
+        {
+            format!(
+                "{error} (memstate sql is read-only: the database cannot be changed through it)"
+            )
         }
         rusqlite::Error::MultipleStatement => "only one SQL statement may be given".to_string(),
         _ => error.to_string(),

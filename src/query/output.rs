@@ -48,10 +48,28 @@ impl Unit {
     /// (ad hoc SQL over the views uses these names).
     pub fn of_column(name: &str) -> Unit {
         match name {
-            "capacity" | "used_bytes" | "free_bytes" | "largest_hole" | "reclaimable_bytes" | "largest_reclaimable"
-            | "unaccounted_bytes" | "size" | "bytes" | "largest" | "running_total" | "appeared_bytes" | "disappeared_bytes"
-            | "first_bytes" | "last_bytes" | "growth_bytes" | "peak_bytes" | "request_size" | "blocked_bytes" | "opens"
-            | "freed_bytes" | "size_class" => Unit::Bytes,
+            "capacity"
+            | "used_bytes"
+            | "free_bytes"
+            | "largest_hole"
+            | "reclaimable_bytes"
+            | "largest_reclaimable"
+            | "unaccounted_bytes"
+            | "size"
+            | "bytes"
+            | "largest"
+            | "running_total"
+            | "appeared_bytes"
+            | "disappeared_bytes"
+            | "first_bytes"
+            | "last_bytes"
+            | "growth_bytes"
+            | "peak_bytes"
+            | "request_size"
+            | "blocked_bytes"
+            | "opens"
+            | "freed_bytes"
+            | "size_class" => Unit::Bytes,
             "offset" | "end_offset" | "window_offset" | "window_end" => Unit::Offset,
             "fragmentation" | "share" | "share_of_free" => Unit::Ratio,
             "time_s" | "lifetime_s" => Unit::Seconds,
@@ -86,7 +104,12 @@ impl Table {
     /// A table whose units come from its column names.
     pub fn new(columns: Vec<String>, rows: Vec<Vec<Cell>>) -> Table {
         let units = columns.iter().map(|name| Unit::of_column(name)).collect();
-        Table { columns, units, rows, compact: None }
+        Table {
+            columns,
+            units,
+            rows,
+            compact: None,
+        }
     }
 
     /// Give the named columns a unit.
@@ -116,8 +139,17 @@ impl Table {
         columns.append(&mut self.columns);
         let mut units: Vec<Unit> = names.iter().map(|name| Unit::of_column(name)).collect();
         units.append(&mut self.units);
-        let rows = self.rows.into_iter().map(|row| values.iter().cloned().chain(row).collect()).collect();
-        Table { columns, units, rows, compact: self.compact }
+        let rows = self
+            .rows
+            .into_iter()
+            .map(|row| values.iter().cloned().chain(row).collect())
+            .collect();
+        Table {
+            columns,
+            units,
+            rows,
+            compact: self.compact,
+        }
     }
 
     /// Add another table's rows (same columns).
@@ -150,11 +182,22 @@ pub struct Report<'r> {
 
 impl<'r> Report<'r> {
     pub fn table(table: Table) -> Report<'r> {
-        Report { table, human: None, empty: None }
+        Report {
+            table,
+            human: None,
+            empty: None,
+        }
     }
 
-    pub fn told(table: Table, human: impl Fn(&mut dyn Write, &Style) -> io::Result<()> + 'r) -> Report<'r> {
-        Report { table, human: Some(Box::new(human)), empty: None }
+    pub fn told(
+        table: Table,
+        human: impl Fn(&mut dyn Write, &Style) -> io::Result<()> + 'r,
+    ) -> Report<'r> {
+        Report {
+            table,
+            human: Some(Box::new(human)),
+            empty: None,
+        }
     }
 
     pub fn when_empty(mut self, message: impl Into<String>) -> Report<'r> {
@@ -168,7 +211,9 @@ pub fn emit(report: &Report, format: Format, style: &Style, out: &mut dyn Write)
     match format {
         Format::Table => match &report.human {
             Some(human) => human(out, style),
-            None if report.table.rows.is_empty() => writeln!(out, "{}", report.empty.as_deref().unwrap_or("(no rows)")),
+            None if report.table.rows.is_empty() => {
+                writeln!(out, "{}", report.empty.as_deref().unwrap_or("(no rows)"))
+            }
             None => write_table(&report.table, style, out),
         },
         format => {
@@ -203,7 +248,9 @@ pub fn for_people(cell: &Cell, unit: Unit) -> String {
 
 /// The indices of the columns people see.
 fn shown_columns(table: &Table, style: &Style) -> Vec<usize> {
-    let pick = |names: &[String]| -> Vec<usize> { names.iter().filter_map(|name| table.column(name)).collect() };
+    let pick = |names: &[String]| -> Vec<usize> {
+        names.iter().filter_map(|name| table.column(name)).collect()
+    };
     match (&style.columns, &table.compact) {
         (Some(names), _) => pick(names),
         (None, Some(names)) if !style.wide => pick(names),
@@ -224,9 +271,20 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
     use prettytable::format::{Alignment, FormatBuilder, LinePosition, LineSeparator};
     use prettytable::{Cell as PrettyCell, Row};
     let mut shown = shown_columns(table, style);
-    let mut cells: Vec<Vec<String>> =
-        table.rows.iter().map(|row| shown.iter().map(|&index| for_people(&row[index], table.units[index])).collect()).collect();
-    let mut titles: Vec<String> = shown.iter().map(|&index| table.columns[index].clone()).collect();
+    let mut cells: Vec<Vec<String>> = table
+        .rows
+        .iter()
+        .map(|row| {
+            shown
+                .iter()
+                .map(|&index| for_people(&row[index], table.units[index]))
+                .collect()
+        })
+        .collect();
+    let mut titles: Vec<String> = shown
+        .iter()
+        .map(|&index| table.columns[index].clone())
+        .collect();
     let mut hidden: Vec<String> = Vec::new();
     // Fit the terminal. Text columns can shrink to 12 characters; when the table would not fit
     // even so (and the user chose no columns), hide text columns from the right, keeping the
@@ -244,7 +302,12 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             (0..widths.len()).map(|column| if is_text(shown, column) { widths[column].min(12) } else { widths[column] } + 2).sum()
         };
         while floor(&shown, &widths) > width && style.columns.is_none() && !style.wide {
-            let Some(column) = (1..widths.len()).rev().find(|&column| is_text(&shown, column)) else { break };
+            let Some(column) = (1..widths.len())
+                .rev()
+                .find(|&column| is_text(&shown, column))
+            else {
+                break;
+            };
             hidden.insert(0, titles.remove(column));
             widths.remove(column);
             shown.remove(column);
@@ -253,7 +316,9 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             }
         }
         while total(&widths) > width {
-            let widest = (0..widths.len()).filter(|&column| is_text(&shown, column) && widths[column] > 12).max_by_key(|&column| widths[column]);
+            let widest = (0..widths.len())
+                .filter(|&column| is_text(&shown, column) && widths[column] > 12)
+                .max_by_key(|&column| widths[column]);
             let Some(column) = widest else { break };
             let excess = total(&widths) - width;
             widths[column] = widths[column].saturating_sub(excess).max(12);
@@ -263,8 +328,16 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
         }
     }
     let mut pretty = prettytable::Table::new();
-    pretty.set_format(FormatBuilder::new().column_separator(' ').separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' ')).padding(0, 1).build());
-    pretty.set_titles(Row::new(titles.iter().map(|title| PrettyCell::new(title)).collect()));
+    pretty.set_format(
+        FormatBuilder::new()
+            .column_separator(' ')
+            .separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' '))
+            .padding(0, 1)
+            .build(),
+    );
+    pretty.set_titles(Row::new(
+        titles.iter().map(|title| PrettyCell::new(title)).collect(),
+    ));
     for (row, texts) in table.rows.iter().zip(&cells) {
         let line = shown
             .iter()
@@ -278,7 +351,16 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
     }
     pretty.print(out)?;
     if !hidden.is_empty() {
-        writeln!(out, "({} hidden to fit the terminal: {}; --wide shows every column)", if hidden.len() == 1 { "1 column" } else { "columns" }, hidden.join(", "))?;
+        writeln!(
+            out,
+            "({} hidden to fit the terminal: {}; --wide shows every column)",
+            if hidden.len() == 1 {
+                "1 column"
+            } else {
+                "columns"
+            },
+            hidden.join(", ")
+        )?;
     }
     Ok(())
 }
@@ -302,7 +384,9 @@ fn cell_json(cell: &Cell) -> serde_json::Value {
     match cell {
         Cell::Null => serde_json::Value::Null,
         Cell::Integer(number) => serde_json::Value::from(*number),
-        Cell::Real(number) => serde_json::Number::from_f64(*number).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null),
+        Cell::Real(number) => serde_json::Number::from_f64(*number)
+            .map(serde_json::Value::Number)
+            .unwrap_or(serde_json::Value::Null),
         Cell::Text(text) => serde_json::Value::String(text.clone()),
         Cell::Blob(bytes) => serde_json::Value::String(hex(bytes)),
         Cell::Json(value) => value.clone(),
@@ -338,7 +422,13 @@ impl<W: Write> RowStream<W> {
     /// Begin: the csv header, or the opening bracket of a json array. A table format is written as
     /// ndjson (callers that stream do not print tables).
     pub fn start(columns: &[String], format: Format, mut out: W) -> io::Result<RowStream<W>> {
-        let mut stream = RowStream { columns: columns.to_vec(), format, csv: None, out: None, rows: 0 };
+        let mut stream = RowStream {
+            columns: columns.to_vec(),
+            format,
+            csv: None,
+            out: None,
+            rows: 0,
+        };
         match format {
             Format::Csv => {
                 let mut writer = csv::Writer::from_writer(out);
@@ -356,11 +446,15 @@ impl<W: Write> RowStream<W> {
 
     pub fn row(&mut self, cells: &[Cell]) -> io::Result<()> {
         if let Some(writer) = self.csv.as_mut() {
-            writer.write_record(cells.iter().map(cell_exact)).map_err(csv_error)?;
+            writer
+                .write_record(cells.iter().map(cell_exact))
+                .map_err(csv_error)?;
         } else if let Some(out) = self.out.as_mut() {
             let object = json_object(&self.columns, cells);
             match self.format {
-                Format::Json => write!(out, "{}  {object}", if self.rows > 0 { ",\n" } else { "" })?,
+                Format::Json => {
+                    write!(out, "{}  {object}", if self.rows > 0 { ",\n" } else { "" })?
+                }
                 _ => writeln!(out, "{object}")?,
             }
         }
@@ -399,31 +493,70 @@ mod tests {
     #[test]
     fn a_terminal_narrower_than_the_table_hides_then_shortens_text_columns() {
         let long = "a".repeat(30);
-        let columns: Vec<String> = ["name", "other", "size", "offset", "capacity"].iter().map(|name| name.to_string()).collect();
-        let rows = vec![vec![Cell::text(long.clone()), Cell::text(long.clone()), Cell::Integer(1), Cell::Integer(2), Cell::Integer(3)]];
+        let columns: Vec<String> = ["name", "other", "size", "offset", "capacity"]
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
+        let rows = vec![vec![
+            Cell::text(long.clone()),
+            Cell::text(long.clone()),
+            Cell::Integer(1),
+            Cell::Integer(2),
+            Cell::Integer(3),
+        ]];
         let table = Table::new(columns, rows);
         let mut out = Vec::new();
         // At the floor 14 + 14 + (4 + 2) + (6 + 2) + (8 + 2) = 52: "other" goes; 38 still
         // exceeds 20, but only the first column is left that is text: it is cut to 12.
-        let style = Style { width: Some(20), ..Style::default() };
+        let style = Style {
+            width: Some(20),
+            ..Style::default()
+        };
         write_table(&table, &style, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert_eq!(text.lines().nth(2).unwrap().matches(&format!("{}…", "a".repeat(11))).count(), 1, "{text}");
-        assert!(text.contains("(1 column hidden to fit the terminal: other; --wide shows every column)"), "{text}");
+        assert_eq!(
+            text.lines()
+                .nth(2)
+                .unwrap()
+                .matches(&format!("{}…", "a".repeat(11)))
+                .count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "(1 column hidden to fit the terminal: other; --wide shows every column)"
+            ),
+            "{text}"
+        );
         // Wide enough for both at their floor: both kept, both shortened as little as needed.
         let mut out = Vec::new();
-        let style = Style { width: Some(60), ..Style::default() };
+        let style = Style {
+            width: Some(60),
+            ..Style::default()
+        };
         write_table(&table, &style, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(!text.contains("hidden"), "{text}");
         // 88 wide: one cut by the excess of 28 (to its floor of 12), the other by the 10 still
         // in excess, to 20.
-        let mut cut: Vec<usize> = text.lines().nth(2).unwrap().split_whitespace().take(2).map(|word| word.chars().count()).collect();
+        let mut cut: Vec<usize> = text
+            .lines()
+            .nth(2)
+            .unwrap()
+            .split_whitespace()
+            .take(2)
+            .map(|word| word.chars().count())
+            .collect();
         cut.sort_unstable();
         assert_eq!(cut, [12, 20], "{text}");
         // --wide: nothing hidden however narrow.
         let mut out = Vec::new();
-        let style = Style { width: Some(20), wide: true, ..Style::default() };
+        let style = Style {
+            width: Some(20),
+            wide: true,
+            ..Style::default()
+        };
         write_table(&table, &style, &mut out).unwrap();
         assert!(!String::from_utf8(out).unwrap().contains("hidden"));
     }

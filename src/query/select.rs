@@ -13,14 +13,20 @@ use crate::error::{Error, Result};
 
 fn ids(conn: &Connection, sql: &str, parameters: impl rusqlite::Params) -> Result<Vec<i64>> {
     let mut statement = conn.prepare(sql).map_err(query_error)?;
-    let rows = statement.query_map(parameters, |row| row.get(0)).map_err(query_error)?;
-    rows.collect::<rusqlite::Result<Vec<i64>>>().map_err(query_error)
+    let rows = statement
+        .query_map(parameters, |row| row.get(0))
+        .map_err(query_error)?;
+    rows.collect::<rusqlite::Result<Vec<i64>>>()
+        .map_err(query_error)
 }
 
 fn texts(conn: &Connection, sql: &str, parameters: impl rusqlite::Params) -> Result<Vec<String>> {
     let mut statement = conn.prepare(sql).map_err(query_error)?;
-    let rows = statement.query_map(parameters, |row| row.get(0)).map_err(query_error)?;
-    rows.collect::<rusqlite::Result<Vec<String>>>().map_err(query_error)
+    let rows = statement
+        .query_map(parameters, |row| row.get(0))
+        .map_err(query_error)?;
+    rows.collect::<rusqlite::Result<Vec<String>>>()
+        .map_err(query_error)
 }
 
 /// The snapshot ids a selector names, in (run, node, seq) order. Never empty.
@@ -34,19 +40,35 @@ pub fn snapshot_ids(conn: &Connection, selector: &str) -> Result<Vec<i64>> {
             [],
         )?
     } else if let Ok(id) = selector.parse::<i64>() {
-        ids(conn, "SELECT snapshot_id FROM snapshots WHERE snapshot_id = ?1", [id])?
+        ids(
+            conn,
+            "SELECT snapshot_id FROM snapshots WHERE snapshot_id = ?1",
+            [id],
+        )?
     } else {
         let mut parts = selector.rsplitn(3, ':');
         let (seq, node, run) = (parts.next(), parts.next(), parts.next());
-        match (run, node.and_then(|node| node.parse::<i64>().ok()), seq.and_then(|seq| seq.parse::<i64>().ok())) {
-            (Some(run), Some(node), Some(seq)) => {
-                ids(conn, "SELECT snapshot_id FROM snapshots WHERE run = ?1 AND node = ?2 AND seq = ?3", params![run, node, seq])?
+        match (
+            run,
+            node.and_then(|node| node.parse::<i64>().ok()),
+            seq.and_then(|seq| seq.parse::<i64>().ok()),
+        ) {
+            (Some(run), Some(node), Some(seq)) => ids(
+                conn,
+                "SELECT snapshot_id FROM snapshots WHERE run = ?1 AND node = ?2 AND seq = ?3",
+                params![run, node, seq],
+            )?,
+            _ => {
+                return Err(Error::Usage(format!(
+                    "snapshot {selector:?}: expected latest, a snapshot id, or RUN:NODE:SEQ"
+                )))
             }
-            _ => return Err(Error::Usage(format!("snapshot {selector:?}: expected latest, a snapshot id, or RUN:NODE:SEQ"))),
         }
     };
     if found.is_empty() {
-        return Err(Error::Usage(format!("no snapshot matches {selector:?} (see memstate snapshots)")));
+        return Err(Error::Usage(format!(
+            "no snapshot matches {selector:?} (see memstate snapshots)"
+        )));
     }
     Ok(found)
 }
@@ -55,7 +77,10 @@ pub fn snapshot_ids(conn: &Connection, selector: &str) -> Result<Vec<i64>> {
 pub fn one_snapshot(conn: &Connection, selector: &str) -> Result<i64> {
     match snapshot_ids(conn, selector)?.as_slice() {
         [one] => Ok(*one),
-        several => Err(Error::Usage(format!("{selector:?} names {} snapshots; name one (an id or RUN:NODE:SEQ)", several.len()))),
+        several => Err(Error::Usage(format!(
+            "{selector:?} names {} snapshots; name one (an id or RUN:NODE:SEQ)",
+            several.len()
+        ))),
     }
 }
 
@@ -64,11 +89,17 @@ pub fn snapshot_list(conn: &Connection, text: &str) -> Result<Vec<i64>> {
     if let Some((low, high)) = text.split_once("..") {
         let (low, high) = match (low.trim().parse::<i64>(), high.trim().parse::<i64>()) {
             (Ok(low), Ok(high)) if low <= high => (low, high),
-            _ => return Err(Error::Usage(format!("{text:?}: expected A..B with snapshot ids A <= B"))),
+            _ => {
+                return Err(Error::Usage(format!(
+                    "{text:?}: expected A..B with snapshot ids A <= B"
+                )))
+            }
         };
         let found = snapshots_between(conn, low, high)?;
         if found.is_empty() {
-            return Err(Error::Usage(format!("no snapshot between {low} and {high}")));
+            return Err(Error::Usage(format!(
+                "no snapshot between {low} and {high}"
+            )));
         }
         return Ok(found);
     }
@@ -100,7 +131,11 @@ pub fn node_snapshots_up_to(conn: &Connection, snapshot_id: i64, count: u32) -> 
 pub fn oom_snapshots(conn: &Connection, selector: Option<&str>) -> Result<Vec<i64>> {
     match selector {
         Some(selector) => snapshot_ids(conn, selector),
-        None => ids(conn, "SELECT DISTINCT snapshot_id FROM failed_requests ORDER BY snapshot_id", []),
+        None => ids(
+            conn,
+            "SELECT DISTINCT snapshot_id FROM failed_requests ORDER BY snapshot_id",
+            [],
+        ),
     }
 }
 
@@ -108,7 +143,9 @@ pub fn oom_snapshots(conn: &Connection, selector: Option<&str>) -> Result<Vec<i6
 /// hex digits, or 16 bare hex digits as Realm prints them (so a kind like `FACE` stays a kind).
 pub fn memory_handle(selector: &str) -> Option<String> {
     parse_id_text(selector)
-        .filter(|_| selector.starts_with("0x") || selector.starts_with("0X") || selector.len() == 16)
+        .filter(|_| {
+            selector.starts_with("0x") || selector.starts_with("0X") || selector.len() == 16
+        })
         .map(crate::dump::format_id)
 }
 
@@ -117,12 +154,24 @@ pub fn check_memory_selector(conn: &Connection, selector: &str) -> Result<()> {
     let kinds = texts(conn, "SELECT DISTINCT kind FROM memories ORDER BY kind", [])?;
     match memory_handle(selector) {
         Some(handle) => {
-            if ids(conn, "SELECT memory_id FROM memories WHERE handle = ?1 LIMIT 1", [&handle])?.is_empty() {
-                return Err(Error::Usage(format!("no memory has the id {handle} (see memstate memories)")));
+            if ids(
+                conn,
+                "SELECT memory_id FROM memories WHERE handle = ?1 LIMIT 1",
+                [&handle],
+            )?
+            .is_empty()
+            {
+                return Err(Error::Usage(format!(
+                    "no memory has the id {handle} (see memstate memories)"
+                )));
             }
         }
         None if !kinds.iter().any(|kind| kind == selector) => {
-            let hint = kinds.iter().find(|kind| kind.eq_ignore_ascii_case(selector)).map(|kind| format!("; did you mean {kind}?")).unwrap_or_default();
+            let hint = kinds
+                .iter()
+                .find(|kind| kind.eq_ignore_ascii_case(selector))
+                .map(|kind| format!("; did you mean {kind}?"))
+                .unwrap_or_default();
             return Err(Error::Usage(format!(
                 "--memory {selector:?} is neither a memory id nor a memory kind here{hint} (kinds: {}; or a memory id, see memstate memories)",
                 if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
@@ -135,12 +184,26 @@ pub fn check_memory_selector(conn: &Connection, selector: &str) -> Result<()> {
 
 /// The memory ids `all` (SQL over `memories m`, with `?1` bound to `scope`) selects, narrowed by a
 /// memory selector: a handle or a kind.
-fn narrowed(conn: &Connection, all: &str, order: &str, scope: &dyn rusqlite::ToSql, selector: Option<&str>) -> Result<Vec<i64>> {
+fn narrowed(
+    conn: &Connection,
+    all: &str,
+    order: &str,
+    scope: &dyn rusqlite::ToSql,
+    selector: Option<&str>,
+) -> Result<Vec<i64>> {
     match selector {
         None => ids(conn, &format!("{all} ORDER BY {order}"), params![scope]),
         Some(text) => match memory_handle(text) {
-            Some(handle) => ids(conn, &format!("{all} AND m.handle = ?2 ORDER BY {order}"), params![scope, handle]),
-            None => ids(conn, &format!("{all} AND m.kind = ?2 ORDER BY {order}"), params![scope, text]),
+            Some(handle) => ids(
+                conn,
+                &format!("{all} AND m.handle = ?2 ORDER BY {order}"),
+                params![scope, handle],
+            ),
+            None => ids(
+                conn,
+                &format!("{all} AND m.kind = ?2 ORDER BY {order}"),
+                params![scope, text],
+            ),
         },
     }
 }
@@ -163,21 +226,34 @@ pub fn pairs(conn: &Connection, snapshot: &str, memory: Option<&str>) -> Result<
         }
     }
     if found.is_empty() {
-        return Err(Error::Usage(format!("no memory matches {:?} in snapshot {snapshot:?} (see memstate memories)", memory.unwrap_or(""))));
+        return Err(Error::Usage(format!(
+            "no memory matches {:?} in snapshot {snapshot:?} (see memstate memories)",
+            memory.unwrap_or("")
+        )));
     }
     Ok(found)
 }
 
 /// The memory ids of a run that a selector names (all without one).
 pub fn run_memory_ids(conn: &Connection, run: &str, selector: Option<&str>) -> Result<Vec<i64>> {
-    narrowed(conn, "SELECT m.memory_id FROM memories m WHERE m.run = ?1", "m.node, m.handle", &run, selector)
+    narrowed(
+        conn,
+        "SELECT m.memory_id FROM memories m WHERE m.run = ?1",
+        "m.node, m.handle",
+        &run,
+        selector,
+    )
 }
 
 /// The run of the most recently imported snapshot.
 pub fn latest_run(conn: &Connection) -> Result<String> {
-    texts(conn, "SELECT run FROM snapshots ORDER BY snapshot_id DESC LIMIT 1", [])?
-        .pop()
-        .ok_or_else(|| Error::Usage("the database holds no snapshot; import dumps first".to_string()))
+    texts(
+        conn,
+        "SELECT run FROM snapshots ORDER BY snapshot_id DESC LIMIT 1",
+        [],
+    )?
+    .pop()
+    .ok_or_else(|| Error::Usage("the database holds no snapshot; import dumps first".to_string()))
 }
 
 /// Refuse a run that is not in the database, listing the runs there are.
@@ -186,12 +262,28 @@ pub fn check_run(conn: &Connection, run: &str) -> Result<()> {
     if runs.iter().any(|known| known == run) {
         return Ok(());
     }
-    Err(Error::Usage(format!("no run {run:?} (runs: {})", if runs.is_empty() { "none".to_string() } else { runs.join(", ") })))
+    Err(Error::Usage(format!(
+        "no run {run:?} (runs: {})",
+        if runs.is_empty() {
+            "none".to_string()
+        } else {
+            runs.join(", ")
+        }
+    )))
 }
 
 /// The allocation kinds of FORMAT.md's vocabulary (others are stored as given).
-pub const KNOWN_KINDS: [&str; 9] =
-    ["instance", "external_instance", "deferred_buffer", "deferred_value", "deferred_reduction", "future", "pool", "eager_pool", "internal"];
+pub const KNOWN_KINDS: [&str; 9] = [
+    "instance",
+    "external_instance",
+    "deferred_buffer",
+    "deferred_value",
+    "deferred_reduction",
+    "future",
+    "pool",
+    "eager_pool",
+    "internal",
+];
 
 /// Refuse an allocation kind that is neither in the format's vocabulary nor found in the given
 /// snapshots, listing the kinds they hold.
@@ -201,7 +293,11 @@ pub fn check_allocation_kind(conn: &Connection, snapshot_ids: &[i64], kind: &str
     }
     let mut present = Vec::new();
     for &snapshot_id in snapshot_ids {
-        present.extend(texts(conn, "SELECT DISTINCT kind FROM allocations WHERE snapshot_id = ?1", [snapshot_id])?);
+        present.extend(texts(
+            conn,
+            "SELECT DISTINCT kind FROM allocations WHERE snapshot_id = ?1",
+            [snapshot_id],
+        )?);
     }
     present.sort();
     present.dedup();
@@ -217,11 +313,18 @@ pub fn check_allocation_kind(conn: &Connection, snapshot_ids: &[i64], kind: &str
 
 /// A byte range `START:END` of a memory (sizes in bytes or human: `0:64MiB`).
 pub fn parse_range(text: &str) -> Result<(u64, u64)> {
-    let (start, end) = text.split_once(':').ok_or_else(|| Error::Usage(format!("--range {text:?}: expected START:END")))?;
-    let size = |part: &str| crate::units::parse_size(part).map_err(|message| Error::Usage(format!("--range {text:?}: {message}")));
+    let (start, end) = text
+        .split_once(':')
+        .ok_or_else(|| Error::Usage(format!("--range {text:?}: expected START:END")))?;
+    let size = |part: &str| {
+        crate::units::parse_size(part)
+            .map_err(|message| Error::Usage(format!("--range {text:?}: {message}")))
+    };
     let (start, end) = (size(start)?, size(end)?);
     if end <= start {
-        return Err(Error::Usage(format!("--range {text:?}: END must be above START")));
+        return Err(Error::Usage(format!(
+            "--range {text:?}: END must be above START"
+        )));
     }
     Ok((start, end))
 }

@@ -26,7 +26,11 @@ pub fn align_up(value: u64, alignment: u64) -> u64 {
 }
 
 /// First fit of `size` bytes aligned to `alignment` in sorted, disjoint `ranges`.
-pub fn first_fit(ranges: impl IntoIterator<Item = Range>, size: u64, alignment: u64) -> Option<u64> {
+pub fn first_fit(
+    ranges: impl IntoIterator<Item = Range>,
+    size: u64,
+    alignment: u64,
+) -> Option<u64> {
     ranges.into_iter().find_map(|range| {
         let start = align_up(range.offset, alignment);
         (start.checked_add(size)? <= range.end()).then_some(start)
@@ -48,7 +52,9 @@ impl RangeAllocator {
 
     /// The free ranges in address order.
     pub fn free_ranges(&self) -> impl Iterator<Item = Range> + '_ {
-        self.free.iter().map(|(&offset, &size)| Range { offset, size })
+        self.free
+            .iter()
+            .map(|(&offset, &size)| Range { offset, size })
     }
 
     pub fn free_bytes(&self) -> u64 {
@@ -72,8 +78,12 @@ impl RangeAllocator {
     /// Take exactly `[offset, offset + size)` out of the free list; false (and no change) when
     /// any byte of it is not free.
     pub fn allocate_at(&mut self, offset: u64, size: u64) -> bool {
-        let Some(end) = offset.checked_add(size) else { return false };
-        let Some((&range_offset, &range_size)) = self.free.range(..=offset).next_back() else { return false };
+        let Some(end) = offset.checked_add(size) else {
+            return false;
+        };
+        let Some((&range_offset, &range_size)) = self.free.range(..=offset).next_back() else {
+            return false;
+        };
         let range_end = range_offset + range_size;
         if size == 0 || end > range_end {
             return false;
@@ -91,7 +101,9 @@ impl RangeAllocator {
     /// Return `[offset, offset + size)` to the free list, merged with free neighbours. Returns
     /// false (and changes nothing) when any byte of it is already free or outside the memory.
     pub fn free(&mut self, offset: u64, size: u64) -> bool {
-        let Some(end) = offset.checked_add(size) else { return false };
+        let Some(end) = offset.checked_add(size) else {
+            return false;
+        };
         if size == 0 || end > self.capacity {
             return false;
         }
@@ -163,7 +175,10 @@ mod tests {
                 while offset < capacity && !self.used[offset as usize] {
                     offset += 1;
                 }
-                runs.push(Range { offset: start, size: offset - start });
+                runs.push(Range {
+                    offset: start,
+                    size: offset - start,
+                });
             }
             runs
         }
@@ -185,25 +200,38 @@ mod tests {
         for _ in 0..200 {
             let capacity = 64 + random.below(400);
             let mut allocator = RangeAllocator::new(capacity);
-            let mut model = ByteMap { used: vec![false; capacity as usize] };
+            let mut model = ByteMap {
+                used: vec![false; capacity as usize],
+            };
             let mut live: Vec<(u64, u64)> = Vec::new();
             for _ in 0..300 {
                 if live.is_empty() || random.below(3) > 0 {
                     let size = 1 + random.below(40);
                     let alignment = [1, 2, 8, 16, 64][random.below(5) as usize];
                     let expected = model.first_fit(size, alignment);
-                    assert_eq!(allocator.allocate(size, alignment), expected, "allocate {size} aligned {alignment}");
+                    assert_eq!(
+                        allocator.allocate(size, alignment),
+                        expected,
+                        "allocate {size} aligned {alignment}"
+                    );
                     if let Some(offset) = expected {
-                        model.used[offset as usize..(offset + size) as usize].iter_mut().for_each(|byte| *byte = true);
+                        model.used[offset as usize..(offset + size) as usize]
+                            .iter_mut()
+                            .for_each(|byte| *byte = true);
                         live.push((offset, size));
                     }
                 } else {
                     let (offset, size) = live.swap_remove(random.below(live.len() as u64) as usize);
                     assert!(allocator.free(offset, size));
-                    model.used[offset as usize..(offset + size) as usize].iter_mut().for_each(|byte| *byte = false);
+                    model.used[offset as usize..(offset + size) as usize]
+                        .iter_mut()
+                        .for_each(|byte| *byte = false);
                 }
                 // Free list = the byte map's free runs: padding is free, neighbours are merged.
-                assert_eq!(allocator.free_ranges().collect::<Vec<_>>(), model.free_runs());
+                assert_eq!(
+                    allocator.free_ranges().collect::<Vec<_>>(),
+                    model.free_runs()
+                );
             }
         }
     }
@@ -217,6 +245,18 @@ mod tests {
         assert!(!allocator.free(95, 10), "past the end");
         assert!(allocator.allocate_at(20, 10));
         assert!(!allocator.allocate_at(25, 10), "already taken");
-        assert_eq!(allocator.free_ranges().collect::<Vec<_>>(), vec![Range { offset: 0, size: 20 }, Range { offset: 30, size: 70 }]);
+        assert_eq!(
+            allocator.free_ranges().collect::<Vec<_>>(),
+            vec![
+                Range {
+                    offset: 0,
+                    size: 20
+                },
+                Range {
+                    offset: 30,
+                    size: 70
+                }
+            ]
+        );
     }
 }

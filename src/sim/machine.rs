@@ -38,7 +38,10 @@ pub struct Allocation {
 
 impl Allocation {
     pub fn range(&self) -> Range {
-        Range { offset: self.offset, size: self.size }
+        Range {
+            offset: self.offset,
+            size: self.size,
+        }
     }
 }
 
@@ -92,7 +95,14 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(node: u64, index: u64, kind: &'static str, name: String, capacity: u64, alignment: u64) -> Memory {
+    pub fn new(
+        node: u64,
+        index: u64,
+        kind: &'static str,
+        name: String,
+        capacity: u64,
+        alignment: u64,
+    ) -> Memory {
         Memory {
             // Realm's memory ids: tag 0x1e, owner node, memory index.
             id: (0x1e << 56) | (node << 40) | index,
@@ -128,21 +138,40 @@ impl Memory {
     }
 
     fn ranges_in(&self, state: State) -> impl Iterator<Item = Range> + '_ {
-        self.allocations.values().filter(move |allocation| allocation.state == state).map(Allocation::range)
+        self.allocations
+            .values()
+            .filter(move |allocation| allocation.state == state)
+            .map(Allocation::range)
     }
 
     /// Where the space would be once the pending releases finish (and, if `with_collectable`,
     /// once every collectable instance were collected): free ∪ pending_free (∪ collectable),
     /// less what deferred allocations already claimed.
     fn future_free(&self, with_collectable: bool) -> Vec<Range> {
-        let collectable: Vec<Range> = if with_collectable { self.ranges_in(State::Collectable).collect() } else { Vec::new() };
-        let merged = merge(self.allocator.free_ranges().chain(self.ranges_in(State::PendingFree)).chain(collectable));
+        let collectable: Vec<Range> = if with_collectable {
+            self.ranges_in(State::Collectable).collect()
+        } else {
+            Vec::new()
+        };
+        let merged = merge(
+            self.allocator
+                .free_ranges()
+                .chain(self.ranges_in(State::PendingFree))
+                .chain(collectable),
+        );
         let claimed = merge(self.ranges_in(State::PendingAlloc));
         subtract(&merged, &claimed)
     }
 
     /// Place a request: now, deferred, or after collecting; `Failed` when nothing could place it.
-    pub fn request(&mut self, request: &Request, uid: u64, step: u64, now_ns: i64, release_delay: u64) -> Placement {
+    pub fn request(
+        &mut self,
+        request: &Request,
+        uid: u64,
+        step: u64,
+        now_ns: i64,
+        release_delay: u64,
+    ) -> Placement {
         if let Some(offset) = self.allocator.allocate(request.size, request.alignment) {
             self.insert(request, uid, State::Valid, offset, step, now_ns);
             return Placement::Valid;
@@ -154,10 +183,18 @@ impl Memory {
             return Placement::Failed;
         }
         loop {
-            if let Some(offset) = first_fit(self.future_free(false), request.size, request.alignment) {
+            if let Some(offset) =
+                first_fit(self.future_free(false), request.size, request.alignment)
+            {
                 // Reserve the parts of the place that are free now; the rest is pending_free.
                 let free_now: Vec<Range> = self.allocator.free_ranges().collect();
-                for part in intersect(&free_now, Range { offset, size: request.size }) {
+                for part in intersect(
+                    &free_now,
+                    Range {
+                        offset,
+                        size: request.size,
+                    },
+                ) {
                     self.allocator.allocate_at(part.offset, part.size);
                 }
                 self.insert(request, uid, State::PendingAlloc, offset, step, now_ns);
@@ -168,7 +205,13 @@ impl Memory {
                 .allocations
                 .values()
                 .filter(|allocation| allocation.state == State::Collectable)
-                .max_by_key(|allocation| (allocation.gc_priority.unwrap_or(0), std::cmp::Reverse(allocation.last_used), std::cmp::Reverse(allocation.uid)))
+                .max_by_key(|allocation| {
+                    (
+                        allocation.gc_priority.unwrap_or(0),
+                        std::cmp::Reverse(allocation.last_used),
+                        std::cmp::Reverse(allocation.uid),
+                    )
+                })
                 .map(|allocation| allocation.uid);
             match victim {
                 Some(uid) => {
@@ -210,7 +253,15 @@ impl Memory {
         }
     }
 
-    fn insert(&mut self, request: &Request, uid: u64, state: State, offset: u64, step: u64, now_ns: i64) {
+    fn insert(
+        &mut self,
+        request: &Request,
+        uid: u64,
+        state: State,
+        offset: u64,
+        step: u64,
+        now_ns: i64,
+    ) {
         let handle = request.with_handle.then(|| self.take_handle());
         self.allocations.insert(
             uid,
@@ -237,7 +288,9 @@ impl Memory {
     /// Release an allocation: it becomes `pending_free` until `free_at`. A deferred allocation
     /// that never became valid is simply dropped (with its reserved free parts).
     pub fn release(&mut self, uid: u64, free_at: u64) {
-        let Some(allocation) = self.allocations.get_mut(&uid) else { return };
+        let Some(allocation) = self.allocations.get_mut(&uid) else {
+            return;
+        };
         match allocation.state {
             State::PendingFree => {}
             State::PendingAlloc => {
@@ -266,7 +319,9 @@ impl Memory {
         let due: Vec<u64> = self
             .allocations
             .values()
-            .filter(|allocation| allocation.state == State::PendingFree && allocation.free_at <= step)
+            .filter(|allocation| {
+                allocation.state == State::PendingFree && allocation.free_at <= step
+            })
             .map(|allocation| allocation.uid)
             .collect();
         if due.is_empty() {
@@ -276,7 +331,9 @@ impl Memory {
         let pending_free = merge(self.ranges_in(State::PendingFree));
         let mut now_valid = Vec::new();
         for allocation in self.allocations.values_mut() {
-            if allocation.state == State::PendingAlloc && intersect(&pending_free, allocation.range()).is_empty() {
+            if allocation.state == State::PendingAlloc
+                && intersect(&pending_free, allocation.range()).is_empty()
+            {
                 allocation.state = State::Valid;
                 now_valid.push(allocation.uid);
             }
@@ -308,28 +365,49 @@ mod tests {
         assert_eq!(memory.request(&request(60), 1, 0, 0, 2), Placement::Valid);
         assert_eq!(memory.request(&request(40), 2, 0, 0, 2), Placement::Valid);
         memory.release(1, 5);
-        assert_eq!(memory.request(&request(50), 3, 1, 0, 2), Placement::Deferred);
+        assert_eq!(
+            memory.request(&request(50), 3, 1, 0, 2),
+            Placement::Deferred
+        );
         let deferred = &memory.allocations[&3];
         assert_eq!((deferred.state, deferred.offset), (State::PendingAlloc, 0));
         assert!(memory.complete_releases(4).is_empty());
         assert_eq!(memory.complete_releases(5), vec![3]);
         assert_eq!(memory.allocations[&3].state, State::Valid);
         // The 10 bytes of the release not claimed by the deferred allocation are free again.
-        assert_eq!(memory.allocator.free_ranges().collect::<Vec<_>>(), vec![Range { offset: 50, size: 10 }]);
+        assert_eq!(
+            memory.allocator.free_ranges().collect::<Vec<_>>(),
+            vec![Range {
+                offset: 50,
+                size: 10
+            }]
+        );
     }
 
     #[test]
     fn collection_takes_the_highest_priority_then_least_recently_used() {
         let mut memory = Memory::new(0, 1, "GPU_FB_MEM", "gpu".into(), 90, 1);
         for uid in 1..=3 {
-            assert_eq!(memory.request(&request(30), uid, uid, 0, 2), Placement::Valid);
+            assert_eq!(
+                memory.request(&request(30), uid, uid, 0, 2),
+                Placement::Valid
+            );
             memory.allocations.get_mut(&uid).unwrap().state = State::Collectable;
         }
         memory.allocations.get_mut(&3).unwrap().gc_priority = Some(5);
-        assert_eq!(memory.request(&request(30), 4, 9, 0, 2), Placement::Deferred);
+        assert_eq!(
+            memory.request(&request(30), 4, 9, 0, 2),
+            Placement::Deferred
+        );
         assert!(memory.allocations[&3].collected, "highest priority first");
-        assert_eq!(memory.request(&request(30), 5, 9, 0, 2), Placement::Deferred);
-        assert!(memory.allocations[&1].collected, "then the least recently used");
+        assert_eq!(
+            memory.request(&request(30), 5, 9, 0, 2),
+            Placement::Deferred
+        );
+        assert!(
+            memory.allocations[&1].collected,
+            "then the least recently used"
+        );
         assert_eq!(memory.allocations[&2].state, State::Collectable);
         // Bigger than any range collection could make: everything collectable is collected and
         // released, and the request still fails.

@@ -139,8 +139,15 @@ impl Output {
         let file = File::create(path).map_err(|error| io_error(path, error))?;
         Ok(match self.config.compression {
             Compression::None => Box::new(file),
-            Compression::Gzip => Box::new(flate2::write::GzEncoder::new(file, flate2::Compression::default())),
-            Compression::Zstd => Box::new(zstd::stream::write::Encoder::new(file, 3).map_err(|error| io_error(path, error))?.auto_finish()),
+            Compression::Gzip => Box::new(flate2::write::GzEncoder::new(
+                file,
+                flate2::Compression::default(),
+            )),
+            Compression::Zstd => Box::new(
+                zstd::stream::write::Encoder::new(file, 3)
+                    .map_err(|error| io_error(path, error))?
+                    .auto_finish(),
+            ),
         })
     }
 
@@ -149,20 +156,32 @@ impl Output {
             FileLayout::Files => {
                 let folder = self.folder.join(format!("node{node}"));
                 fs::create_dir_all(&folder).map_err(|error| io_error(&folder, error))?;
-                let path = folder.join(self.extension(&format!("{}-node{node}-seq{seq:05}.json", self.config.run_id)));
+                let path = folder.join(self.extension(&format!(
+                    "{}-node{node}-seq{seq:05}.json",
+                    self.config.run_id
+                )));
                 let mut writer = self.open(&path)?;
-                writer.write_all(text.as_bytes()).and_then(|_| writer.write_all(b"\n")).and_then(|_| writer.flush()).map_err(|error| io_error(&path, error))?;
+                writer
+                    .write_all(text.as_bytes())
+                    .and_then(|_| writer.write_all(b"\n"))
+                    .and_then(|_| writer.flush())
+                    .map_err(|error| io_error(&path, error))?;
                 drop(writer);
                 self.summary.files.push(path);
             }
             FileLayout::Stream => {
-                let path = self.folder.join(self.extension(&format!("{}-node{node}.ndjson", self.config.run_id)));
+                let path = self
+                    .folder
+                    .join(self.extension(&format!("{}-node{node}.ndjson", self.config.run_id)));
                 if self.streams[node].is_none() {
                     self.streams[node] = Some(BufWriter::new(self.open(&path)?));
                     self.summary.files.push(path.clone());
                 }
                 if let Some(stream) = self.streams[node].as_mut() {
-                    stream.write_all(text.as_bytes()).and_then(|_| stream.write_all(b"\n")).map_err(|error| io_error(&path, error))?;
+                    stream
+                        .write_all(text.as_bytes())
+                        .and_then(|_| stream.write_all(b"\n"))
+                        .map_err(|error| io_error(&path, error))?;
                     if !self.config.pace.is_zero() {
                         stream.flush().map_err(|error| io_error(&path, error))?;
                     }
@@ -177,11 +196,18 @@ impl Output {
 
     fn finish(mut self) -> Result<SimulationSummary> {
         for stream in self.streams.iter_mut().flatten() {
-            stream.flush().map_err(|error| Error::write(&self.folder, error))?;
+            stream
+                .flush()
+                .map_err(|error| Error::write(&self.folder, error))?;
         }
         // Dropping the writers finishes the compressed streams.
         self.streams.clear();
-        self.summary.bytes = self.summary.files.iter().map(|path| fs::metadata(path).map(|meta| meta.len()).unwrap_or(0)).sum();
+        self.summary.bytes = self
+            .summary
+            .files
+            .iter()
+            .map(|path| fs::metadata(path).map(|meta| meta.len()).unwrap_or(0))
+            .sum();
         Ok(self.summary)
     }
 }
@@ -208,9 +234,19 @@ impl Strings {
 }
 
 /// Format v1 for one node at this moment.
-fn dump_node(simulation: &Simulation, node: &Node, seq: i64, reason: &str, note: Option<&str>) -> (String, u64) {
+fn dump_node(
+    simulation: &Simulation,
+    node: &Node,
+    seq: i64,
+    reason: &str,
+    note: Option<&str>,
+) -> (String, u64) {
     let config = &simulation.config;
-    let mut strings = Strings { intern: config.intern, table: Vec::new(), index: Default::default() };
+    let mut strings = Strings {
+        intern: config.intern,
+        table: Vec::new(),
+        index: Default::default(),
+    };
     let time_ns = simulation.now_ns(node.index as usize);
     let mut allocation_count = 0;
     let mut memories = Vec::new();
@@ -240,7 +276,10 @@ fn dump_node(simulation: &Simulation, node: &Node, seq: i64, reason: &str, note:
             }
             if let Some((field, size, object)) = &allocation.field {
                 referenced_objects.insert(object.clone());
-                entry.insert("fields".into(), json!([{"id": field, "size": size, "object": strings.value(object)}]));
+                entry.insert(
+                    "fields".into(),
+                    json!([{"id": field, "size": size, "object": strings.value(object)}]),
+                );
             }
             if allocation.collected && allocation.state == State::PendingFree {
                 entry.insert("attrs".into(), json!({"collected": true}));
@@ -248,7 +287,11 @@ fn dump_node(simulation: &Simulation, node: &Node, seq: i64, reason: &str, note:
             allocations.push(Value::Object(entry));
         }
         allocation_count += allocations.len() as u64;
-        let holes: Vec<Value> = memory.allocator.free_ranges().map(|range| json!({"offset": range.offset, "size": range.size})).collect();
+        let holes: Vec<Value> = memory
+            .allocator
+            .free_ranges()
+            .map(|range| json!({"offset": range.offset, "size": range.size}))
+            .collect();
         let mut entry = Map::new();
         entry.insert("id".into(), json!(format!("{:x}", memory.id)));
         entry.insert("kind".into(), strings.value(memory.kind));
@@ -281,17 +324,23 @@ fn dump_node(simulation: &Simulation, node: &Node, seq: i64, reason: &str, note:
         })
         .collect();
     let wall_time = crate::units::rfc3339_utc(
-        config.wall_start_unix.saturating_add(time_ns.div_euclid(1_000_000_000)),
+        config
+            .wall_start_unix
+            .saturating_add(time_ns.div_euclid(1_000_000_000)),
         time_ns.rem_euclid(1_000_000_000) as u32,
     );
-    let mut snapshot = json!({"seq": seq, "time_ns": time_ns, "wall_time": wall_time, "reason": reason});
+    let mut snapshot =
+        json!({"seq": seq, "time_ns": time_ns, "wall_time": wall_time, "reason": reason});
     if let Some(note) = note {
         snapshot["note"] = strings.value(note);
     }
     let mut top = Map::new();
     top.insert("format".into(), json!("memstate-dump"));
     top.insert("version".into(), json!(1));
-    top.insert("producer".into(), json!({"name": "memstate-sim", "version": env!("CARGO_PKG_VERSION")}));
+    top.insert(
+        "producer".into(),
+        json!({"name": "memstate-sim", "version": env!("CARGO_PKG_VERSION")}),
+    );
     top.insert(
         "run".into(),
         json!({"id": config.run_id, "node": node.index, "node_count": config.nodes, "host": format!("node{:03}", node.index + 1), "pid": 4000 + node.index}),
@@ -312,10 +361,22 @@ fn check(config: &Config) -> Result<()> {
         (config.nodes > 1024, "--nodes must be at most 1024"),
         (config.gpus_per_node > 64, "--gpus must be at most 64"),
         (config.dump_every == 0, "--dump-every must be at least 1"),
-        (config.gpu_capacity < (1 << 20), "--gpu-capacity must be at least 1MiB"),
-        (config.system_capacity < (1 << 20), "--system-capacity must be at least 1MiB"),
-        (config.zcopy_capacity < (1 << 20), "--zcopy-capacity must be at least 1MiB"),
-        (!(config.intensity > 0.0 && config.intensity <= 10.0), "--intensity must be above 0 and at most 10"),
+        (
+            config.gpu_capacity < (1 << 20),
+            "--gpu-capacity must be at least 1MiB",
+        ),
+        (
+            config.system_capacity < (1 << 20),
+            "--system-capacity must be at least 1MiB",
+        ),
+        (
+            config.zcopy_capacity < (1 << 20),
+            "--zcopy-capacity must be at least 1MiB",
+        ),
+        (
+            !(config.intensity > 0.0 && config.intensity <= 10.0),
+            "--intensity must be above 0 and at most 10",
+        ),
         (config.run_id.is_empty(), "--run must not be empty"),
     ];
     match problems.iter().find(|(bad, _)| *bad) {
@@ -325,7 +386,11 @@ fn check(config: &Config) -> Result<()> {
 }
 
 /// Simulate a run and write its dumps under `folder`.
-pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(SimulationEvent)) -> Result<SimulationSummary> {
+pub fn simulate(
+    config: &Config,
+    folder: &Path,
+    report: &mut dyn FnMut(SimulationEvent),
+) -> Result<SimulationSummary> {
     check(config)?;
     fs::create_dir_all(folder).map_err(|error| io_error(folder, error))?;
     let mut simulation = Simulation::new(config.clone());
@@ -333,10 +398,20 @@ pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Simulatio
         folder: folder.to_path_buf(),
         config: config.clone(),
         streams: (0..config.nodes).map(|_| None).collect(),
-        summary: SimulationSummary { run_id: config.run_id.clone(), ..Default::default() },
+        summary: SimulationSummary {
+            run_id: config.run_id.clone(),
+            ..Default::default()
+        },
     };
-    report(SimulationEvent::Started { steps: config.steps });
-    let write_dump = |simulation: &mut Simulation, output: &mut Output, node: usize, reason: &str, note: Option<&str>| -> Result<()> {
+    report(SimulationEvent::Started {
+        steps: config.steps,
+    });
+    let write_dump = |simulation: &mut Simulation,
+                      output: &mut Output,
+                      node: usize,
+                      reason: &str,
+                      note: Option<&str>|
+     -> Result<()> {
         let seq = simulation.nodes[node].next_seq;
         simulation.nodes[node].next_seq += 1;
         let (text, allocations) = dump_node(simulation, &simulation.nodes[node], seq, reason, note);
@@ -353,7 +428,13 @@ pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Simulatio
         match simulation.advance() {
             Ok(()) => {}
             Err(Oom { node, memory }) => {
-                write_dump(&mut simulation, &mut output, node, "oom", Some("default mapper: out of memory"))?;
+                write_dump(
+                    &mut simulation,
+                    &mut output,
+                    node,
+                    "oom",
+                    Some("default mapper: out of memory"),
+                )?;
                 // The failed request is reported once; the mapper backs off from that task.
                 simulation.nodes[node].memories[memory].failed.clear();
                 if !config.continue_after_oom {
@@ -369,11 +450,19 @@ pub fn simulate(config: &Config, folder: &Path, report: &mut dyn FnMut(Simulatio
                 write_dump(&mut simulation, &mut output, node, "periodic", None)?;
             }
         }
-        report(SimulationEvent::Step { step: simulation.step });
+        report(SimulationEvent::Step {
+            step: simulation.step,
+        });
     }
     if !ended_by_oom {
         for node in 0..config.nodes {
-            write_dump(&mut simulation, &mut output, node, "exit", Some("end of program"))?;
+            write_dump(
+                &mut simulation,
+                &mut output,
+                node,
+                "exit",
+                Some("end of program"),
+            )?;
         }
     }
     output.summary.steps = simulation.step;

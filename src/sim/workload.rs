@@ -42,7 +42,14 @@ impl Random {
     }
 }
 
-const DTYPES: [(&str, u64); 6] = [("float64", 8), ("float32", 4), ("int64", 8), ("int32", 4), ("complex64", 8), ("uint8", 1)];
+const DTYPES: [(&str, u64); 6] = [
+    ("float64", 8),
+    ("float32", 4),
+    ("int64", 8),
+    ("int32", 4),
+    ("complex64", 8),
+    ("uint8", 1),
+];
 const STORE_NAMES: [&str; 8] = ["x", "y", "grad", "weights", "a", "b", "tmp", "out"];
 const SCRIPT_LINES: [u32; 12] = [12, 17, 23, 31, 42, 57, 64, 78, 91, 103, 118, 126];
 
@@ -84,14 +91,40 @@ pub struct Node {
 impl Node {
     fn new(index: u64, config: &Config) -> Node {
         let mut memories = vec![
-            Memory::new(index, 0, "SYSTEM_MEM", format!("node {index} system memory"), config.system_capacity, 256),
-            Memory::new(index, 1, "Z_COPY_MEM", format!("node {index} zero-copy memory"), config.zcopy_capacity, 256),
+            Memory::new(
+                index,
+                0,
+                "SYSTEM_MEM",
+                format!("node {index} system memory"),
+                config.system_capacity,
+                256,
+            ),
+            Memory::new(
+                index,
+                1,
+                "Z_COPY_MEM",
+                format!("node {index} zero-copy memory"),
+                config.zcopy_capacity,
+                256,
+            ),
         ];
         for gpu in 0..config.gpus_per_node {
-            memories.push(Memory::new(index, 2 + gpu as u64, "GPU_FB_MEM", format!("GPU {gpu} framebuffer"), config.gpu_capacity, 512));
+            memories.push(Memory::new(
+                index,
+                2 + gpu as u64,
+                "GPU_FB_MEM",
+                format!("GPU {gpu} framebuffer"),
+                config.gpu_capacity,
+                512,
+            ));
         }
         // Legion distributed ids: the owner node in the high bits, so uids never collide.
-        Node { index, memories, next_seq: 0, next_uid: (index << 48) | 1 }
+        Node {
+            index,
+            memories,
+            next_seq: 0,
+            next_uid: (index << 48) | 1,
+        }
     }
 
     fn uid(&mut self) -> u64 {
@@ -126,7 +159,9 @@ pub struct Simulation {
 
 impl Simulation {
     pub fn new(config: Config) -> Simulation {
-        let nodes: Vec<Node> = (0..config.nodes).map(|index| Node::new(index as u64, &config)).collect();
+        let nodes: Vec<Node> = (0..config.nodes)
+            .map(|index| Node::new(index as u64, &config))
+            .collect();
         let mut simulation = Simulation {
             random: Random::new(config.seed),
             config,
@@ -149,7 +184,10 @@ impl Simulation {
     }
 
     fn gpu_location(&self, gpu: usize) -> (usize, usize) {
-        (gpu / self.config.gpus_per_node, 2 + gpu % self.config.gpus_per_node)
+        (
+            gpu / self.config.gpus_per_node,
+            2 + gpu % self.config.gpus_per_node,
+        )
     }
 
     pub fn now_ns(&self, node: usize) -> i64 {
@@ -166,7 +204,8 @@ impl Simulation {
         let target = &mut self.nodes[node].memories[memory];
         let collectable_before = target.allocations.values().filter(|a| a.collected).count();
         let placement = target.request(request, uid, step, now, release_delay);
-        self.collections += (target.allocations.values().filter(|a| a.collected).count() - collectable_before) as u64;
+        self.collections += (target.allocations.values().filter(|a| a.collected).count()
+            - collectable_before) as u64;
         if placement == Placement::Deferred {
             self.deferred += 1;
         }
@@ -186,7 +225,9 @@ impl Simulation {
                         alignment: 256,
                         kind: "internal",
                         provenance: "legion_runtime".into(),
-                        label: Some(["DMA staging", "profiling buffer", "event table"][index].into()),
+                        label: Some(
+                            ["DMA staging", "profiling buffer", "event table"][index].into(),
+                        ),
                         gc_priority: None,
                         field: None,
                         with_handle: false,
@@ -205,12 +246,19 @@ impl Simulation {
         let gpus = self.gpu_count() as u64;
         // Tiles of 0.2% to 6% of a GPU, growing as the run goes on.
         let growth = 1.0 + 2.0 * self.step as f64 / self.config.steps.max(1) as f64;
-        let fraction = (0.002 + 0.04 * self.random.unit() * self.random.unit()) * growth * self.config.intensity;
+        let fraction = (0.002 + 0.04 * self.random.unit() * self.random.unit())
+            * growth
+            * self.config.intensity;
         let (dtype, element_size) = *self.random.pick(&DTYPES);
-        let tile_elements = ((self.config.gpu_capacity as f64 * fraction) as u64 / element_size).max(16);
+        let tile_elements =
+            ((self.config.gpu_capacity as f64 * fraction) as u64 / element_size).max(16);
         let columns = [1u64, 8, 64, 150, 1000][self.random.below(5) as usize];
         let tile_rows = (tile_elements / columns).max(1);
-        let shape = if columns == 1 { vec![tile_rows * gpus] } else { vec![tile_rows * gpus, columns] };
+        let shape = if columns == 1 {
+            vec![tile_rows * gpus]
+        } else {
+            vec![tile_rows * gpus, columns]
+        };
         let tile_bytes = tile_rows * columns * element_size;
         let partition = if columns == 1 {
             format!("Tiling(tile=({tile_rows},), colors=({gpus},))")
@@ -237,7 +285,10 @@ impl Simulation {
 
     fn discard_store(&mut self) {
         let candidates: Vec<usize> = (0..self.stores.len())
-            .filter(|&index| !self.stores[index].discarded && !self.tasks.iter().any(|task| task.stores.contains(&index)))
+            .filter(|&index| {
+                !self.stores[index].discarded
+                    && !self.tasks.iter().any(|task| task.stores.contains(&index))
+            })
             .collect();
         if candidates.is_empty() {
             return;
@@ -290,7 +341,12 @@ impl Simulation {
         };
         match self.place(node, memory, &request) {
             (_, Placement::Failed) => {
-                self.fail(node, memory, &request, "default mapper: map_task could not allocate an instance");
+                self.fail(
+                    node,
+                    memory,
+                    &request,
+                    "default mapper: map_task could not allocate an instance",
+                );
                 Err(Oom { node, memory })
             }
             (uid, _) => {
@@ -303,18 +359,26 @@ impl Simulation {
 
     fn fail(&mut self, node: usize, memory: usize, request: &Request, note: &str) {
         let time_ns = self.now_ns(node);
-        self.nodes[node].memories[memory].failed.push(super::machine::FailedRequest {
-            size: request.size,
-            alignment: request.alignment,
-            kind: request.kind,
-            provenance: request.provenance.clone(),
-            time_ns,
-            note: note.to_string(),
-        });
+        self.nodes[node].memories[memory]
+            .failed
+            .push(super::machine::FailedRequest {
+                size: request.size,
+                alignment: request.alignment,
+                kind: request.kind,
+                provenance: request.provenance.clone(),
+                time_ns,
+                note: note.to_string(),
+            });
     }
 
     /// A short-lived allocation owned by a task or timed out by the program.
-    fn transient(&mut self, node: usize, memory: usize, request: Request, note: &str) -> Result<(u64, Placement), Oom> {
+    fn transient(
+        &mut self,
+        node: usize,
+        memory: usize,
+        request: Request,
+        note: &str,
+    ) -> Result<(u64, Placement), Oom> {
         match self.place(node, memory, &request) {
             (_, Placement::Failed) => {
                 self.fail(node, memory, &request, note);
@@ -325,7 +389,9 @@ impl Simulation {
     }
 
     fn launch_task(&mut self) -> Result<(), Oom> {
-        let live: Vec<usize> = (0..self.stores.len()).filter(|&index| !self.stores[index].discarded).collect();
+        let live: Vec<usize> = (0..self.stores.len())
+            .filter(|&index| !self.stores[index].discarded)
+            .collect();
         if live.is_empty() {
             return Ok(());
         }
@@ -339,7 +405,12 @@ impl Simulation {
             }
         }
         let end_step = self.step + 1 + self.random.below(3);
-        let mut task = Task { gpu, end_step, stores: Vec::new(), buffers: Vec::new() };
+        let mut task = Task {
+            gpu,
+            end_step,
+            stores: Vec::new(),
+            buffers: Vec::new(),
+        };
         for &store in &stores {
             let acquired = self.acquire_tile(store, gpu);
             if acquired.is_ok() {
@@ -352,7 +423,11 @@ impl Simulation {
         }
         let provenance = self.provenance();
         // Scratch space of the task body.
-        let tile = stores.iter().map(|&store| self.stores[store].tile_bytes).max().unwrap_or(4096);
+        let tile = stores
+            .iter()
+            .map(|&store| self.stores[store].tile_bytes)
+            .max()
+            .unwrap_or(4096);
         let scratch = Request {
             size: (tile / (2 + self.random.below(6))).max(256),
             alignment: 256,
@@ -381,7 +456,12 @@ impl Simulation {
                 field: None,
                 with_handle: true,
             };
-            match self.transient(node, memory, pool, "bounded task pool needs one contiguous block") {
+            match self.transient(
+                node,
+                memory,
+                pool,
+                "bounded task pool needs one contiguous block",
+            ) {
                 Ok((uid, _)) => task.buffers.push(uid),
                 Err(oom) => {
                     self.tasks.push(task);
@@ -391,12 +471,20 @@ impl Simulation {
         }
         self.tasks.push(task);
         // The task's result: a tiny future, some kept alive by the program for a long time.
-        let lifetime = if self.random.chance(0.3) { 50 + self.random.below(400) } else { 1 + self.random.below(5) };
+        let lifetime = if self.random.chance(0.3) {
+            50 + self.random.below(400)
+        } else {
+            1 + self.random.below(5)
+        };
         let in_zero_copy = self.random.chance(0.3);
         let future = Request {
             size: [8, 16, 64, 256][self.random.below(4) as usize],
             alignment: 16,
-            kind: if in_zero_copy { "deferred_value" } else { "future" },
+            kind: if in_zero_copy {
+                "deferred_value"
+            } else {
+                "future"
+            },
             provenance,
             label: Some(format!("future of task at step {}", self.step)),
             gc_priority: None,
@@ -405,7 +493,8 @@ impl Simulation {
         };
         let future_memory = if in_zero_copy { 1 } else { memory };
         let (uid, _) = self.transient(node, future_memory, future, "future of a task")?;
-        self.timed.push((node, future_memory, uid, self.step + lifetime));
+        self.timed
+            .push((node, future_memory, uid, self.step + lifetime));
         Ok(())
     }
 
@@ -424,7 +513,12 @@ impl Simulation {
             field: None,
             with_handle: true,
         };
-        let (uid, _) = self.transient(node, memory, request, "large temporary (e.g. a sort or a reduction buffer)")?;
+        let (uid, _) = self.transient(
+            node,
+            memory,
+            request,
+            "large temporary (e.g. a sort or a reduction buffer)",
+        )?;
         let expiry = self.step + 1 + self.random.below(3);
         self.timed.push((node, memory, uid, expiry));
         Ok(())
@@ -438,7 +532,9 @@ impl Simulation {
                 memory.complete_releases(step);
             }
         }
-        let (ending, running): (Vec<Task>, Vec<Task>) = std::mem::take(&mut self.tasks).into_iter().partition(|task| task.end_step <= step);
+        let (ending, running): (Vec<Task>, Vec<Task>) = std::mem::take(&mut self.tasks)
+            .into_iter()
+            .partition(|task| task.end_step <= step);
         self.tasks = running;
         for task in ending {
             let (node, memory) = self.gpu_location(task.gpu);
@@ -447,12 +543,16 @@ impl Simulation {
                 self.nodes[node].memories[memory].release(uid, free_at);
             }
             for store in task.stores {
-                let Some(uid) = self.stores[store].instances[task.gpu] else { continue };
+                let Some(uid) = self.stores[store].instances[task.gpu] else {
+                    continue;
+                };
                 let count = self.in_use.entry((task.gpu, uid)).or_insert(1);
                 *count = count.saturating_sub(1);
                 if *count == 0 {
                     self.in_use.remove(&(task.gpu, uid));
-                    if let Some(allocation) = self.nodes[node].memories[memory].allocations.get_mut(&uid) {
+                    if let Some(allocation) =
+                        self.nodes[node].memories[memory].allocations.get_mut(&uid)
+                    {
                         if allocation.state == State::Valid {
                             allocation.state = State::Collectable;
                         }
@@ -460,7 +560,9 @@ impl Simulation {
                 }
             }
         }
-        let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.timed).into_iter().partition(|timed| timed.3 <= step);
+        let (expired, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.timed)
+            .into_iter()
+            .partition(|timed| timed.3 <= step);
         self.timed = kept;
         for (node, memory, uid, _) in expired {
             let free_at = step + self.random.below(2);
@@ -478,7 +580,9 @@ impl Simulation {
         if self.random.chance(0.08) {
             self.discard_store();
         }
-        let tasks = 1 + self.random.below((2.0 * intensity).ceil().max(1.0) as u64 + self.gpu_count() as u64 / 2);
+        let tasks = 1 + self
+            .random
+            .below((2.0 * intensity).ceil().max(1.0) as u64 + self.gpu_count() as u64 / 2);
         for _ in 0..tasks {
             self.launch_task()?;
         }

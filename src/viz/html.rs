@@ -80,7 +80,11 @@ fn memory_key(run: &str, node: i64, handle: &str) -> String {
 
 fn short_uid(uid: &str) -> String {
     let digits = uid.trim_start_matches("0x").trim_start_matches('0');
-    if digits.is_empty() { "0".to_string() } else { digits.to_string() }
+    if digits.is_empty() {
+        "0".to_string()
+    } else {
+        digits.to_string()
+    }
 }
 
 fn frame_json(frame: &Frame, strings: &mut Strings) -> Value {
@@ -141,7 +145,11 @@ fn history_json(history: &History, strings: &mut Strings) -> Value {
         flat.push(json!(span.first_snapshot_id));
         flat.push(json!(span.last_snapshot_id));
     }
-    let snapshots: Vec<Value> = history.snapshots.iter().map(|(id, time, oom)| json!([id, time, oom])).collect();
+    let snapshots: Vec<Value> = history
+        .snapshots
+        .iter()
+        .map(|(id, time, oom)| json!([id, time, oom]))
+        .collect();
     json!({
         "key": memory_key(&history.run, history.node, &history.handle),
         "label": format!("node {} · {} · {}", history.node, history.handle, history.kind),
@@ -153,9 +161,20 @@ fn history_json(history: &History, strings: &mut Strings) -> Value {
 
 /// The page.
 pub fn render(page: &Page) -> String {
-    let mut strings = Strings { table: Vec::new(), index: HashMap::new() };
-    let snapshots: Vec<Value> = page.frames.iter().map(|frame| frame_json(frame, &mut strings)).collect();
-    let histories: Vec<Value> = page.histories.iter().map(|history| history_json(history, &mut strings)).collect();
+    let mut strings = Strings {
+        table: Vec::new(),
+        index: HashMap::new(),
+    };
+    let snapshots: Vec<Value> = page
+        .frames
+        .iter()
+        .map(|frame| frame_json(frame, &mut strings))
+        .collect();
+    let histories: Vec<Value> = page
+        .histories
+        .iter()
+        .map(|history| history_json(history, &mut strings))
+        .collect();
     let marked: Vec<Value> = page
         .marked
         .iter()
@@ -171,19 +190,36 @@ pub fn render(page: &Page) -> String {
             })
         })
         .collect();
-    let focus = page.focus.as_ref().map(|(handle, snapshot)| json!({"handle": handle, "snapshot": snapshot}));
+    let focus = page
+        .focus
+        .as_ref()
+        .map(|(handle, snapshot)| json!({"handle": handle, "snapshot": snapshot}));
     let data = json!({"title": page.title, "strings": strings.table, "snapshots": snapshots, "marked": marked, "histories": histories, "focus": focus});
     // Inside a <script> element "</script" would close it and "<!--" would change how the rest is
     // parsed: no "<" of the data reaches the page as such (JSON reads \u003c as the same "<").
     let embedded = data.to_string().replace('<', "\\u003c");
-    TEMPLATE.replacen("__MEMSTATE_DATA__", &embedded, 1).replacen("<title>memstate map</title>", &format!("<title>{}</title>", escape(page.title)), 1)
+    TEMPLATE
+        .replacen("__MEMSTATE_DATA__", &embedded, 1)
+        .replacen(
+            "<title>memstate map</title>",
+            &format!("<title>{}</title>", escape(page.title)),
+            1,
+        )
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// A page of frames alone (no request marked, no history).
 pub fn render_frames(title: &str, frames: &[Frame]) -> String {
-    render(&Page { title, frames, marked: &[], histories: &[], focus: None })
+    render(&Page {
+        title,
+        frames,
+        marked: &[],
+        histories: &[],
+        focus: None,
+    })
 }

@@ -22,7 +22,14 @@ pub enum Fill {
 }
 
 impl Fill {
-    pub const ALL: [Fill; 6] = [Fill::Valid, Fill::Collectable, Fill::PendingFree, Fill::PendingAlloc, Fill::Hole, Fill::Unaccounted];
+    pub const ALL: [Fill; 6] = [
+        Fill::Valid,
+        Fill::Collectable,
+        Fill::PendingFree,
+        Fill::PendingAlloc,
+        Fill::Hole,
+        Fill::Unaccounted,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -48,7 +55,13 @@ impl Fill {
 /// The memory as disjoint painted segments, sorted by offset: allocations (a pending_alloc wins
 /// over the pending_free under it), holes, and unaccounted bytes.
 pub fn segments(layout: &Layout) -> Vec<(Range, Fill)> {
-    let pending_alloc = merge(layout.allocations.iter().filter(|a| a.state == State::PendingAlloc).map(|a| a.range()));
+    let pending_alloc = merge(
+        layout
+            .allocations
+            .iter()
+            .filter(|a| a.state == State::PendingAlloc)
+            .map(|a| a.range()),
+    );
     let mut painted: Vec<(Range, Fill)> = Vec::new();
     for allocation in &layout.allocations {
         let fill = Fill::of_state(allocation.state);
@@ -85,7 +98,8 @@ pub fn cells(segments: &[(Range, Fill)], start: u64, end: u64, cells: usize) -> 
         let mut position = low;
         while position < high {
             let cell = (((position - start) as u128 * cells as u128) / span as u128) as usize;
-            let cell_end = start + ((cell as u128 + 1) * span as u128).div_ceil(cells as u128) as u64;
+            let cell_end =
+                start + ((cell as u128 + 1) * span as u128).div_ceil(cells as u128) as u64;
             let upto = high.min(cell_end.max(position + 1));
             bytes[cell.min(cells - 1)][*fill as usize] += upto - position;
             position = upto;
@@ -94,8 +108,20 @@ pub fn cells(segments: &[(Range, Fill)], start: u64, end: u64, cells: usize) -> 
     bytes
         .iter()
         .map(|counts| {
-            let (index, most) = counts.iter().enumerate().max_by_key(|(index, count)| (**count, *index))?;
-            (*most > 0).then(|| [Fill::Unaccounted, Fill::Hole, Fill::PendingFree, Fill::Collectable, Fill::Valid, Fill::PendingAlloc][index])
+            let (index, most) = counts
+                .iter()
+                .enumerate()
+                .max_by_key(|(index, count)| (**count, *index))?;
+            (*most > 0).then(|| {
+                [
+                    Fill::Unaccounted,
+                    Fill::Hole,
+                    Fill::PendingFree,
+                    Fill::Collectable,
+                    Fill::Valid,
+                    Fill::PendingAlloc,
+                ][index]
+            })
         })
         .collect()
 }

@@ -66,7 +66,10 @@ impl XAxis {
 }
 
 fn plot_error(error: impl std::fmt::Display) -> Error {
-    Error::Internal { file: String::new(), message: format!("cannot draw the chart: {error}") }
+    Error::Internal {
+        file: String::new(),
+        message: format!("cannot draw the chart: {error}"),
+    }
 }
 
 /// Line colours: Okabe and Ito's palette, told apart with the common colour-vision deficiencies
@@ -84,14 +87,30 @@ const OOM_RED: RGBColor = RGBColor(0xb0, 0x1c, 0x1c);
 
 /// Whether the figure is one a request's size compares with (a line for it is drawn).
 fn compares_with_request(metric: Metric) -> bool {
-    matches!(metric, Metric::LargestHole | Metric::LargestReclaimable | Metric::Free)
+    matches!(
+        metric,
+        Metric::LargestHole | Metric::LargestReclaimable | Metric::Free
+    )
 }
 
 /// The chart as SVG text. The memories a request failed in are drawn thick and named at their
 /// OOM mark; for a figure a request compares with, each failed request's size is a dashed line.
-pub fn render_svg(run: &str, series: &[Series], marks: &[OomMark], metric: Metric, x_axis: XAxis) -> Result<String> {
-    let failed: Vec<&FailedAt> = marks.iter().filter_map(|mark| mark.failed.as_ref()).collect();
-    let is_failed = |line: &Series| failed.iter().any(|failed| failed.node == line.node && failed.handle == line.handle);
+pub fn render_svg(
+    run: &str,
+    series: &[Series],
+    marks: &[OomMark],
+    metric: Metric,
+    x_axis: XAxis,
+) -> Result<String> {
+    let failed: Vec<&FailedAt> = marks
+        .iter()
+        .filter_map(|mark| mark.failed.as_ref())
+        .collect();
+    let is_failed = |line: &Series| {
+        failed
+            .iter()
+            .any(|failed| failed.node == line.node && failed.handle == line.handle)
+    };
     let requests: Vec<u64> = if compares_with_request(metric) {
         let mut sizes: Vec<u64> = failed.iter().map(|failed| failed.size).collect();
         sizes.sort_unstable();
@@ -120,14 +139,25 @@ pub fn render_svg(run: &str, series: &[Series], marks: &[OomMark], metric: Metri
         // Headroom above the highest point for the legend (about 22 pixels a line of the 560
         // the plot is high), so it covers no line.
         let legend_share = ((series.len().min(14) as f64 * 22.0 + 24.0) / 560.0).min(0.6);
-        let y_top = if metric.is_bytes() { (y_max.max(1.0) / (1.0 - legend_share)).max(1.0) } else { 1.0 / (1.0 - legend_share) };
+        let y_top = if metric.is_bytes() {
+            (y_max.max(1.0) / (1.0 - legend_share)).max(1.0)
+        } else {
+            1.0 / (1.0 - legend_share)
+        };
         let x_label = match x_axis {
             XAxis::Time => "time since the run started (s)",
             XAxis::Seq => "snapshot (seq)",
         };
-        let y_label = if metric.is_bytes() { format!("{} (bytes)", metric.title()) } else { metric.title().to_string() };
+        let y_label = if metric.is_bytes() {
+            format!("{} (bytes)", metric.title())
+        } else {
+            metric.title().to_string()
+        };
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{} — run {run}", metric.title()), ("sans-serif", 28))
+            .caption(
+                format!("{} — run {run}", metric.title()),
+                ("sans-serif", 28),
+            )
             .margin(20)
             .x_label_area_size(60)
             .y_label_area_size(110)
@@ -142,7 +172,13 @@ pub fn render_svg(run: &str, series: &[Series], marks: &[OomMark], metric: Metri
             .label_style(("sans-serif", 17))
             .light_line_style(RGBColor(0xee, 0xee, 0xee))
             .bold_line_style(RGBColor(0xcc, 0xcc, 0xcc))
-            .y_label_formatter(&|value| if bytes { human_size(*value as i64) } else { format!("{value:.2}") })
+            .y_label_formatter(&|value| {
+                if bytes {
+                    human_size(*value as i64)
+                } else {
+                    format!("{value:.2}")
+                }
+            })
             .draw()
             .map_err(plot_error)?;
         // The other memories first, so the failed ones are drawn over them.
@@ -153,26 +189,50 @@ pub fn render_svg(run: &str, series: &[Series], marks: &[OomMark], metric: Metri
             let colour = LINE_COLOURS[index % LINE_COLOURS.len()];
             let emphasised = is_failed(line);
             let width = if emphasised { 5 } else { 2 };
-            let style = if emphasised || failed.is_empty() { colour.stroke_width(width) } else { colour.mix(0.7).stroke_width(width) };
-            let label = if emphasised { format!("{}  (out of memory)", line.label()) } else { line.label() };
+            let style = if emphasised || failed.is_empty() {
+                colour.stroke_width(width)
+            } else {
+                colour.mix(0.7).stroke_width(width)
+            };
+            let label = if emphasised {
+                format!("{}  (out of memory)", line.label())
+            } else {
+                line.label()
+            };
             let dashed = index >= LINE_COLOURS.len();
             let drawn = if dashed {
-                chart.draw_series(DashedLineSeries::new(line.points.iter().copied(), 10, 6, style))
+                chart.draw_series(DashedLineSeries::new(
+                    line.points.iter().copied(),
+                    10,
+                    6,
+                    style,
+                ))
             } else {
                 chart.draw_series(LineSeries::new(line.points.iter().copied(), style))
             };
-            drawn.map_err(plot_error)?.label(label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+            drawn
+                .map_err(plot_error)?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
         }
         for &size in &requests {
             let y = size as f64;
             chart
-                .draw_series(DashedLineSeries::new(vec![(x_min, y), (x_max, y)], 12, 6, OOM_RED.stroke_width(2)))
+                .draw_series(DashedLineSeries::new(
+                    vec![(x_min, y), (x_max, y)],
+                    12,
+                    6,
+                    OOM_RED.stroke_width(2),
+                ))
                 .map_err(plot_error)?;
             chart
                 .draw_series(std::iter::once(Text::new(
                     format!("failed request: {}", human_size(size as i64)),
                     (x_min, y),
-                    ("sans-serif", 18).into_font().color(&OOM_RED).pos(Pos::new(HPos::Left, VPos::Bottom)),
+                    ("sans-serif", 18)
+                        .into_font()
+                        .color(&OOM_RED)
+                        .pos(Pos::new(HPos::Left, VPos::Bottom)),
                 )))
                 .map_err(plot_error)?;
         }
@@ -180,8 +240,15 @@ pub fn render_svg(run: &str, series: &[Series], marks: &[OomMark], metric: Metri
         let mut xs: Vec<f64> = marks.iter().map(|mark| mark.x).collect();
         xs.dedup();
         for x in xs {
-            let here: Vec<&FailedAt> = marks.iter().filter(|mark| mark.x == x).filter_map(|mark| mark.failed.as_ref()).collect();
-            let mut names: Vec<String> = here.iter().map(|failed| format!("node {} {}", failed.node, failed.handle)).collect();
+            let here: Vec<&FailedAt> = marks
+                .iter()
+                .filter(|mark| mark.x == x)
+                .filter_map(|mark| mark.failed.as_ref())
+                .collect();
+            let mut names: Vec<String> = here
+                .iter()
+                .map(|failed| format!("node {} {}", failed.node, failed.handle))
+                .collect();
             names.dedup();
             let text = match names.as_slice() {
                 [] => "OOM ".to_string(),
@@ -189,13 +256,19 @@ pub fn render_svg(run: &str, series: &[Series], marks: &[OomMark], metric: Metri
                 [first, rest @ ..] => format!("OOM: {first} and {} more ", rest.len()),
             };
             chart
-                .draw_series(LineSeries::new(vec![(x, 0.0), (x, y_top)], OOM_RED.stroke_width(3)))
+                .draw_series(LineSeries::new(
+                    vec![(x, 0.0), (x, y_top)],
+                    OOM_RED.stroke_width(3),
+                ))
                 .map_err(plot_error)?;
             chart
                 .draw_series(std::iter::once(Text::new(
                     text,
                     (x, y_top * 0.985),
-                    ("sans-serif", 18).into_font().color(&OOM_RED).pos(Pos::new(HPos::Right, VPos::Top)),
+                    ("sans-serif", 18)
+                        .into_font()
+                        .color(&OOM_RED)
+                        .pos(Pos::new(HPos::Right, VPos::Top)),
                 )))
                 .map_err(plot_error)?;
         }

@@ -44,14 +44,23 @@ fn colour(fill: Option<Fill>) -> &'static str {
 pub fn legend(style: Style) -> String {
     let mut parts = Vec::new();
     for fill in Fill::ALL {
-        let mark = if style.color { format!("{}\x1b[0m", colour(Some(fill))) } else { letter(Some(fill)).to_string() };
+        let mark = if style.color {
+            format!("{}\x1b[0m", colour(Some(fill)))
+        } else {
+            letter(Some(fill)).to_string()
+        };
         parts.push(format!("{mark} {}", fill.name()));
     }
     parts.join("  ")
 }
 
 /// Draw one memory over `[start, end)` (the whole memory when `None`).
-pub fn draw(layout: &Layout, range: Option<(u64, u64)>, style: Style, out: &mut dyn Write) -> io::Result<()> {
+pub fn draw(
+    layout: &Layout,
+    range: Option<(u64, u64)>,
+    style: Style,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let (start, end) = range.unwrap_or((0, layout.capacity));
     let end = end.min(layout.capacity);
     writeln!(
@@ -71,7 +80,13 @@ pub fn draw(layout: &Layout, range: Option<(u64, u64)>, style: Style, out: &mut 
     let painted = segments(layout);
     let row: String = cells(&painted, start, end, style.width.max(1))
         .into_iter()
-        .map(|fill| if style.color { colour(fill).to_string() } else { letter(fill).to_string() })
+        .map(|fill| {
+            if style.color {
+                colour(fill).to_string()
+            } else {
+                letter(fill).to_string()
+            }
+        })
         .collect();
     let reset = if style.color { "\x1b[0m" } else { "" };
     writeln!(out, "|{row}{reset}|")?;

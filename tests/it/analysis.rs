@@ -2,7 +2,7 @@
 //! small.expected.md states them), the golden run's OOM and diff worked out by hand, the other
 //! commands as a user runs them, and the demo.
 
-use crate::common::{simulated_db, data, import, json_of, memstate, text_of};
+use crate::common::{data, import, json_of, memstate, simulated_db, text_of};
 
 #[test]
 fn the_example_oom_is_fragmentation_not_solved_by_collection_blocked_by_one_future() {
@@ -29,11 +29,30 @@ fn the_example_oom_is_fragmentation_not_solved_by_collection_blocked_by_one_futu
     assert_eq!(blocking[0]["state"], "valid");
     // And the same in words for people.
     let text = text_of(&db, &["oom"]);
-    assert!(text.contains("FRAGMENTATION") && text.contains("would NOT make room") && text.contains("0x000000000000006a"), "{text}");
+    assert!(
+        text.contains("FRAGMENTATION")
+            && text.contains("would NOT make room")
+            && text.contains("0x000000000000006a"),
+        "{text}"
+    );
     // blockers for the same request, asked directly.
-    let report = json_of(&db, &["blockers", "--size", "300000", "--alignment", "512", "--memory", "0x1e00000000000003"]);
+    let report = json_of(
+        &db,
+        &[
+            "blockers",
+            "--size",
+            "300000",
+            "--alignment",
+            "512",
+            "--memory",
+            "0x1e00000000000003",
+        ],
+    );
     assert_eq!(report[0]["blockers"]["offset"], 655360);
-    assert_eq!(report[0]["blockers"]["blocking"][0]["uid"], "0x000000000000006a");
+    assert_eq!(
+        report[0]["blockers"]["blocking"][0]["uid"],
+        "0x000000000000006a"
+    );
 }
 
 #[test]
@@ -68,7 +87,15 @@ fn diff_lists_what_appeared_disappeared_and_changed() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|change| format!("{} {} {} {}", change["change"].as_str().unwrap(), change["uid"].as_str().unwrap(), change["state_before"], change["state_after"]))
+        .map(|change| {
+            format!(
+                "{} {} {} {}",
+                change["change"].as_str().unwrap(),
+                change["uid"].as_str().unwrap(),
+                change["state_before"],
+                change["state_after"]
+            )
+        })
         .collect();
     assert_eq!(
         summary,
@@ -80,12 +107,25 @@ fn diff_lists_what_appeared_disappeared_and_changed() {
     );
     // seq 1 → 2 by snapshot id: uids 2 and 3 disappear, 6 appears, 4 and 5 change state.
     let changes = json_of(&db, &["diff", "2", "3"]);
-    let kinds: Vec<&str> = changes.as_array().unwrap().iter().map(|change| change["change"].as_str().unwrap()).collect();
-    assert_eq!(kinds.iter().filter(|kind| **kind == "disappeared").count(), 2);
+    let kinds: Vec<&str> = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|change| change["change"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|kind| **kind == "disappeared").count(),
+        2
+    );
     assert_eq!(kinds.iter().filter(|kind| **kind == "appeared").count(), 1);
     assert_eq!(kinds.iter().filter(|kind| **kind == "changed").count(), 2);
     // Selecting several snapshots where one is needed is a usage error.
-    memstate().arg("--db").arg(&db).args(["diff", "latest", "1"]).assert().code(2);
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["diff", "latest", "1"])
+        .assert()
+        .code(2);
 }
 
 #[test]
@@ -96,30 +136,106 @@ fn listing_commands_select_snapshots_and_memories() {
     let snapshots = json_of(&db, &["snapshots"]);
     assert_eq!(snapshots.as_array().unwrap().len(), 4);
     assert_eq!(snapshots[2]["failed_requests"], 1);
-    assert_eq!(json_of(&db, &["memories", "--run", "golden"]).as_array().unwrap().len(), 3);
+    assert_eq!(
+        json_of(&db, &["memories", "--run", "golden"])
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     // latest = each node's latest: node 0 seq 2 and node 1 seq 0; GPU_FB_MEM is one memory in each.
     let stats = json_of(&db, &["stats", "--memory", "GPU_FB_MEM"]);
-    let rows: Vec<(i64, i64, i64)> = stats.as_array().unwrap().iter().map(|row| (row["node"].as_i64().unwrap(), row["seq"].as_i64().unwrap(), row["free_bytes"].as_i64().unwrap())).collect();
+    let rows: Vec<(i64, i64, i64)> = stats
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["node"].as_i64().unwrap(),
+                row["seq"].as_i64().unwrap(),
+                row["free_bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(rows, vec![(0, 2, 450), (1, 0, 1500)]);
-    let stats = json_of(&db, &["stats", "--snapshot", "golden:0:1", "--memory", "1e00000000000003"]);
+    let stats = json_of(
+        &db,
+        &[
+            "stats",
+            "--snapshot",
+            "golden:0:1",
+            "--memory",
+            "1e00000000000003",
+        ],
+    );
     assert_eq!(stats[0]["largest_hole"], 200);
-    let holes = json_of(&db, &["holes", "--snapshot", "3", "--memory", "GPU_FB_MEM", "--top", "2"]);
-    let sizes: Vec<i64> = holes.as_array().unwrap().iter().map(|hole| hole["size"].as_i64().unwrap()).collect();
+    let holes = json_of(
+        &db,
+        &[
+            "holes",
+            "--snapshot",
+            "3",
+            "--memory",
+            "GPU_FB_MEM",
+            "--top",
+            "2",
+        ],
+    );
+    let sizes: Vec<i64> = holes
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hole| hole["size"].as_i64().unwrap())
+        .collect();
     assert_eq!(sizes, vec![250, 100]);
     let text = text_of(&db, &["holes", "--snapshot", "3", "--memory", "GPU_FB_MEM"]);
-    assert!(text.contains("450 B free in 4 holes, largest 250 B"), "{text}");
+    assert!(
+        text.contains("450 B free in 4 holes, largest 250 B"),
+        "{text}"
+    );
     let by_state = json_of(&db, &["allocations", "--snapshot", "3", "--by", "state"]);
     assert_eq!(by_state[0]["state"], "valid");
     assert_eq!(by_state[0]["bytes"], 350);
-    let valid_gpu = json_of(&db, &["allocations", "--snapshot", "3", "--memory", "GPU_FB_MEM", "--state", "valid", "--provenance", "a.py:%"]);
+    let valid_gpu = json_of(
+        &db,
+        &[
+            "allocations",
+            "--snapshot",
+            "3",
+            "--memory",
+            "GPU_FB_MEM",
+            "--state",
+            "valid",
+            "--provenance",
+            "a.py:%",
+        ],
+    );
     assert_eq!(valid_gpu.as_array().unwrap().len(), 3);
     let trend = json_of(&db, &["trend", "--memory", "0x1e00000000000003"]);
-    let largest: Vec<i64> = trend.as_array().unwrap().iter().map(|row| row["largest_hole"].as_i64().unwrap()).collect();
+    let largest: Vec<i64> = trend
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["largest_hole"].as_i64().unwrap())
+        .collect();
     assert_eq!(largest, vec![590, 200, 250]);
     let table = text_of(&db, &["stats", "--snapshot", "4"]);
-    assert!(table.contains("1.5 KiB") || table.contains("1500 B"), "{table}");
-    memstate().arg("--db").arg(&db).args(["stats", "--snapshot", "golden:9:9"]).assert().code(2);
-    memstate().arg("--db").arg(&db).args(["stats", "--snapshot", "nonsense"]).assert().code(2);
+    assert!(
+        table.contains("1.5 KiB") || table.contains("1500 B"),
+        "{table}"
+    );
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["stats", "--snapshot", "golden:9:9"])
+        .assert()
+        .code(2);
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["stats", "--snapshot", "nonsense"])
+        .assert()
+        .code(2);
 }
 
 #[test]
@@ -128,31 +244,110 @@ fn report_lists_and_runs_canned_queries() {
     let db = dir.path().join("t.db");
     import(&db, &[&data("run")], 0);
     let list = text_of(&db, &["report", "--list"]);
-    for name in ["largest-holes", "hole-histogram", "fragmentation-trend", "live-allocations", "usage-by-kind", "usage-by-state", "usage-by-provenance", "usage-by-object", "long-lived", "churn", "growth", "nodes"] {
+    for name in [
+        "largest-holes",
+        "hole-histogram",
+        "fragmentation-trend",
+        "live-allocations",
+        "usage-by-kind",
+        "usage-by-state",
+        "usage-by-provenance",
+        "usage-by-object",
+        "long-lived",
+        "churn",
+        "growth",
+        "nodes",
+    ] {
         assert!(list.contains(name), "{name} missing from {list}");
     }
-    let rows = json_of(&db, &["report", "hole-histogram", "-p", "snapshot_id=3", "-p", "memory_id=1"]);
+    let rows = json_of(
+        &db,
+        &[
+            "report",
+            "hole-histogram",
+            "-p",
+            "snapshot_id=3",
+            "-p",
+            "memory_id=1",
+        ],
+    );
     assert_eq!(rows.as_array().unwrap().len(), 3);
-    memstate().arg("--db").arg(&db).args(["report", "no-such-query"]).assert().code(2);
-    memstate().arg("--db").arg(&db).args(["report", "nodes", "-p", "color=blue"]).assert().code(2);
-    memstate().arg("--db").arg(&db).args(["report", "nodes"]).assert().code(2).stderr(predicates::str::contains("-p run="));
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["report", "no-such-query"])
+        .assert()
+        .code(2);
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["report", "nodes", "-p", "color=blue"])
+        .assert()
+        .code(2);
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["report", "nodes"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("-p run="));
 }
 
 #[test]
 fn the_demo_runs_and_shows_the_oom() {
     let dir = tempfile::tempdir().unwrap();
-    let output = memstate().current_dir(dir.path()).arg("demo").output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = memstate()
+        .current_dir(dir.path())
+        .arg("demo")
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8_lossy(&output.stdout);
-    for words in ["Simulated run demo-seed1", "Imported", "Out of memory", "FRAGMENTATION", "blocking allocations", "Fragmentation trend", "Try next", "memstate-demo/memstate.db"] {
-        assert!(text.contains(words), "{words:?} missing from the demo:\n{text}");
+    for words in [
+        "Simulated run demo-seed1",
+        "Imported",
+        "Out of memory",
+        "FRAGMENTATION",
+        "blocking allocations",
+        "Fragmentation trend",
+        "Try next",
+        "memstate-demo/memstate.db",
+    ] {
+        assert!(
+            text.contains(words),
+            "{words:?} missing from the demo:\n{text}"
+        );
     }
-    assert!(text.lines().count() < 60, "the demo fits one screen:\n{text}");
+    assert!(
+        text.lines().count() < 60,
+        "the demo fits one screen:\n{text}"
+    );
     // Again: the run happens anew (now) and replaces the earlier one; one run stays.
-    let again = memstate().current_dir(dir.path()).arg("demo").output().unwrap();
-    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    let again = memstate()
+        .current_dir(dir.path())
+        .arg("demo")
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
     let said = String::from_utf8_lossy(&again.stdout);
-    let imported = text.split("Imported ").nth(1).unwrap().split(' ').next().unwrap().to_string();
+    let imported = text
+        .split("Imported ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
     // (Run within the same second as the first, the dumps are the same and stay unchanged.)
     assert!(
         said.contains(&format!("Imported {imported} dumps")) && said.contains(&format!("{imported} of them replacing the previous demo run's"))
@@ -160,8 +355,16 @@ fn the_demo_runs_and_shows_the_oom() {
         "{said}"
     );
     let db = dir.path().join("memstate-demo/memstate.db");
-    let snapshots = memstate().arg("--db").arg(&db).args(["sql", "--format", "csv", "SELECT count(*) FROM snapshots"]).output().unwrap();
-    assert_eq!(String::from_utf8_lossy(&snapshots.stdout).lines().nth(1), Some(imported.as_str()));
+    let snapshots = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["sql", "--format", "csv", "SELECT count(*) FROM snapshots"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&snapshots.stdout).lines().nth(1),
+        Some(imported.as_str())
+    );
 }
 
 /// `diff` of two snapshots of one node leaves out what their spans share; the answer must be the
@@ -169,7 +372,15 @@ fn the_demo_runs_and_shows_the_oom() {
 #[test]
 fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
     let dir = tempfile::tempdir().unwrap();
-    let db = simulated_db(dir.path(), &memstate::sim::Config { steps: 120, dump_every: 5, continue_after_oom: true, ..Default::default() });
+    let db = simulated_db(
+        dir.path(),
+        &memstate::sim::Config {
+            steps: 120,
+            dump_every: 5,
+            continue_after_oom: true,
+            ..Default::default()
+        },
+    );
     let database = memstate::db::open_read_only(&db).unwrap();
     let conn = &database.conn;
     let ids: Vec<i64> = conn
@@ -181,7 +392,12 @@ fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
         .collect();
     assert!(ids.len() > 10);
     let mut compared = 0;
-    for (before, after) in [(ids[0], ids[ids.len() - 1]), (ids[3], ids[4]), (ids[9], ids[2]), (ids[5], ids[5])] {
+    for (before, after) in [
+        (ids[0], ids[ids.len() - 1]),
+        (ids[3], ids[4]),
+        (ids[9], ids[2]),
+        (ids[5], ids[5]),
+    ] {
         let full = memstate::analysis::diff(
             &memstate::query::load::placed(conn, before, None).unwrap(),
             &memstate::query::load::placed(conn, after, None).unwrap(),
@@ -191,11 +407,33 @@ fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|change| format!("{} {} {} {}", change["change"].as_str().unwrap(), change["handle"].as_str().unwrap(), change["uid"].as_str().unwrap(), change["offset"]))
+            .map(|change| {
+                format!(
+                    "{} {} {} {}",
+                    change["change"].as_str().unwrap(),
+                    change["handle"].as_str().unwrap(),
+                    change["uid"].as_str().unwrap(),
+                    change["offset"]
+                )
+            })
             .collect();
-        let expected: Vec<String> = full.iter().map(|change| format!("{} {} {} {}", change.change.as_str(), change.handle, change.uid, change.offset)).collect();
+        let expected: Vec<String> = full
+            .iter()
+            .map(|change| {
+                format!(
+                    "{} {} {} {}",
+                    change.change.as_str(),
+                    change.handle,
+                    change.uid,
+                    change.offset
+                )
+            })
+            .collect();
         assert_eq!(shown, expected, "diff {before} {after}");
         compared += expected.len();
     }
-    assert!(compared > 50, "the pairs compared too few changes to mean anything ({compared})");
+    assert!(
+        compared > 50,
+        "the pairs compared too few changes to mean anything ({compared})"
+    );
 }

@@ -18,7 +18,11 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn ndjson(values: &[Value]) -> Vec<u8> {
-    values.iter().map(|value| serde_json::to_string(value).unwrap() + "\n").collect::<String>().into_bytes()
+    values
+        .iter()
+        .map(|value| serde_json::to_string(value).unwrap() + "\n")
+        .collect::<String>()
+        .into_bytes()
 }
 
 #[test]
@@ -27,18 +31,50 @@ fn a_folder_is_walked_recursively_and_other_files_are_counted() {
     let dumps = dir.path().join("dumps");
     std::fs::create_dir_all(dumps.join("node1/deeper")).unwrap();
     write_json(&dumps, "a.json", &dump_with_seq(1));
-    write(&dumps, "b.json.gz", &gzip(&serde_json::to_vec(&dump_with_seq(2)).unwrap()));
-    write(&dumps, "c.json.zst", &zstd::encode_all(&serde_json::to_vec(&dump_with_seq(3)).unwrap()[..], 3).unwrap());
-    write(&dumps.join("node1"), "d.ndjson", &ndjson(&[dump_with_seq(4), dump_with_seq(5)]));
-    write(&dumps.join("node1/deeper"), "e.jsonl.gz", &gzip(&ndjson(&[dump_with_seq(6)])));
-    write(&dumps.join("node1/deeper"), "f.ndjson.zst", &zstd::encode_all(&ndjson(&[dump_with_seq(7)])[..], 3).unwrap());
+    write(
+        &dumps,
+        "b.json.gz",
+        &gzip(&serde_json::to_vec(&dump_with_seq(2)).unwrap()),
+    );
+    write(
+        &dumps,
+        "c.json.zst",
+        &zstd::encode_all(&serde_json::to_vec(&dump_with_seq(3)).unwrap()[..], 3).unwrap(),
+    );
+    write(
+        &dumps.join("node1"),
+        "d.ndjson",
+        &ndjson(&[dump_with_seq(4), dump_with_seq(5)]),
+    );
+    write(
+        &dumps.join("node1/deeper"),
+        "e.jsonl.gz",
+        &gzip(&ndjson(&[dump_with_seq(6)])),
+    );
+    write(
+        &dumps.join("node1/deeper"),
+        "f.ndjson.zst",
+        &zstd::encode_all(&ndjson(&[dump_with_seq(7)])[..], 3).unwrap(),
+    );
     write(&dumps, "README.txt", b"not a dump");
     write(&dumps.join("node1"), "notes.md", b"not a dump either");
     let db = dir.path().join("t.db");
     let out = import(&db, &[&dumps], 0);
-    assert!(out.starts_with("imported 7 dumps (49 allocations)"), "{out}");
-    assert!(out.contains("2 non-dump files ignored") && out.contains("from 6 inputs"), "{out}");
-    assert_eq!(scalar::<String>(&db, "SELECT group_concat(seq, ',') FROM (SELECT seq FROM snapshots ORDER BY snapshot_id)"), "1,2,3,4,5,6,7");
+    assert!(
+        out.starts_with("imported 7 dumps (49 allocations)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("2 non-dump files ignored") && out.contains("from 6 inputs"),
+        "{out}"
+    );
+    assert_eq!(
+        scalar::<String>(
+            &db,
+            "SELECT group_concat(seq, ',') FROM (SELECT seq FROM snapshots ORDER BY snapshot_id)"
+        ),
+        "1,2,3,4,5,6,7"
+    );
     assert_eq!(
         scalar::<String>(&db, "SELECT source FROM snapshots WHERE seq = 5"),
         format!("{}:2", dumps.join("node1/d.ndjson").display())
@@ -49,14 +85,33 @@ fn a_folder_is_walked_recursively_and_other_files_are_counted() {
 fn a_bad_fifth_line_is_refused_and_the_other_lines_land() {
     let dir = tempfile::tempdir().unwrap();
     let mut lines: Vec<Value> = (0..8).map(dump_with_seq).collect();
-    lines[4] = set(lines[4].clone(), "/memories/0/allocations/1/offset", json!(-5));
+    lines[4] = set(
+        lines[4].clone(),
+        "/memories/0/allocations/1/offset",
+        json!(-5),
+    );
     let stream = write(dir.path(), "run.ndjson", &ndjson(&lines));
     let db = dir.path().join("t.db");
-    let output = memstate().arg("--db").arg(&db).arg("import").arg(&stream).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("import")
+        .arg(&stream)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&format!("error: {}:5: memories[0].allocations[1].offset: expected a non-negative integer", stream.display())), "{stderr}");
-    assert_eq!(scalar::<String>(&db, "SELECT group_concat(seq, ',') FROM snapshots"), "0,1,2,3,5,6,7");
+    assert!(
+        stderr.contains(&format!(
+            "error: {}:5: memories[0].allocations[1].offset: expected a non-negative integer",
+            stream.display()
+        )),
+        "{stderr}"
+    );
+    assert_eq!(
+        scalar::<String>(&db, "SELECT group_concat(seq, ',') FROM snapshots"),
+        "0,1,2,3,5,6,7"
+    );
     assert!(String::from_utf8_lossy(&output.stdout).contains("imported 7 dumps"));
 }
 
@@ -68,10 +123,19 @@ fn a_syntax_error_in_a_stream_names_the_line_and_the_rest_lands() {
     bytes.extend_from_slice(&ndjson(&[dump_with_seq(3)]));
     let stream = write(dir.path(), "run.jsonl", &bytes);
     let db = dir.path().join("t.db");
-    let output = memstate().arg("--db").arg(&db).arg("import").arg(&stream).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("import")
+        .arg(&stream)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&format!("{}:3: line 1, column 29", stream.display())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:3: line 1, column 29", stream.display())),
+        "{stderr}"
+    );
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 3);
 }
 
@@ -95,18 +159,43 @@ fn a_gzip_file_corrupt_half_way_is_refused() {
     value = set(value, "/memories/1/capacity", json!(1 << 20));
     value = set(value, "/memories/1/holes", Value::Null);
     value = set(value, "/memories/1/allocations", Value::Array(allocations));
-    let file = write(dir.path(), "big.json.gz", &corrupt_half_way(gzip(&serde_json::to_vec(&value).unwrap())));
+    let file = write(
+        dir.path(),
+        "big.json.gz",
+        &corrupt_half_way(gzip(&serde_json::to_vec(&value).unwrap())),
+    );
     let db = dir.path().join("t.db");
-    let output = memstate().arg("--db").arg(&db).arg("import").arg(&file).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("import")
+        .arg(&file)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains(&format!("error: {}", file.display())) && stderr.contains("corrupt"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("error: {}", file.display())) && stderr.contains("corrupt"),
+        "{stderr}"
+    );
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 0);
 
     // In a compressed stream, the lines before the corruption land.
-    let lines: Vec<Value> = (0..40).map(|seq| set(value.clone(), "/snapshot/seq", json!(seq))).collect();
-    let stream = write(dir.path(), "run.ndjson.gz", &corrupt_half_way(gzip(&ndjson(&lines))));
-    let output = memstate().arg("--db").arg(&db).arg("import").arg(&stream).output().unwrap();
+    let lines: Vec<Value> = (0..40)
+        .map(|seq| set(value.clone(), "/snapshot/seq", json!(seq)))
+        .collect();
+    let stream = write(
+        dir.path(),
+        "run.ndjson.gz",
+        &corrupt_half_way(gzip(&ndjson(&lines))),
+    );
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("import")
+        .arg(&stream)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let landed: i64 = scalar(&db, "SELECT count(*) FROM snapshots");
     assert!(landed > 0 && landed < 40, "{landed} of 40 lines landed");
@@ -116,26 +205,82 @@ fn a_gzip_file_corrupt_half_way_is_refused() {
 fn standard_input_takes_a_stream_or_a_document() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
-    let output = memstate().arg("--db").arg(&db).args(["import", "-"]).write_stdin(ndjson(&[dump_with_seq(1), dump_with_seq(2)])).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "-"])
+        .write_stdin(ndjson(&[dump_with_seq(1), dump_with_seq(2)]))
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let pretty = serde_json::to_vec_pretty(&dump_with_seq(3)).unwrap();
-    let output = memstate().arg("--db").arg(&db).args(["import", "-"]).write_stdin(pretty).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    assert_eq!(scalar::<String>(&db, "SELECT group_concat(source, ' ') FROM snapshots"), "-:1 -:2 -");
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "-"])
+        .write_stdin(pretty)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        scalar::<String>(&db, "SELECT group_concat(source, ' ') FROM snapshots"),
+        "-:1 -:2 -"
+    );
     let compressed = gzip(&serde_json::to_vec(&dump_with_seq(4)).unwrap());
-    let output = memstate().arg("--db").arg(&db).args(["import", "-"]).write_stdin(compressed).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "-"])
+        .write_stdin(compressed)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 4);
 }
 
 #[test]
 fn the_database_comes_from_the_option_the_environment_or_the_default() {
     let dir = tempfile::tempdir().unwrap();
-    memstate().current_dir(dir.path()).args(["import", "--db", "after.db"]).arg(data("small.json")).assert().success();
-    memstate().current_dir(dir.path()).env("MEMSTATE_DB", "env.db").arg("import").arg(data("small.json")).assert().success();
-    memstate().current_dir(dir.path()).arg("import").arg(data("small.json")).assert().success();
+    memstate()
+        .current_dir(dir.path())
+        .args(["import", "--db", "after.db"])
+        .arg(data("small.json"))
+        .assert()
+        .success();
+    memstate()
+        .current_dir(dir.path())
+        .env("MEMSTATE_DB", "env.db")
+        .arg("import")
+        .arg(data("small.json"))
+        .assert()
+        .success();
+    memstate()
+        .current_dir(dir.path())
+        .arg("import")
+        .arg(data("small.json"))
+        .assert()
+        .success();
     for name in ["after.db", "env.db", "memstate.db"] {
-        assert_eq!(scalar::<i64>(&dir.path().join(name), "SELECT count(*) FROM snapshots"), 1, "{name}");
+        assert_eq!(
+            scalar::<i64>(&dir.path().join(name), "SELECT count(*) FROM snapshots"),
+            1,
+            "{name}"
+        );
     }
 }
 
@@ -146,8 +291,18 @@ fn sql_prints_exact_machine_readable_output() {
     import(&db, &[&data("small.json")], 0);
     let query = "SELECT uid, size, label, fragmentation FROM allocations JOIN memory_stats USING (snapshot_id, memory_id) WHERE size IN (4096, 262144) AND state = :state ORDER BY size";
     let run = |format: &str| {
-        let output = memstate().arg("--db").arg(&db).args(["sql", query, "-p", "state=valid", "--format", format]).output().unwrap();
-        assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+        let output = memstate()
+            .arg("--db")
+            .arg(&db)
+            .args(["sql", query, "-p", "state=valid", "--format", format])
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         String::from_utf8(output.stdout).unwrap()
     };
     let frag = 1.0 - 225280.0 / 323584.0;
@@ -159,30 +314,76 @@ fn sql_prints_exact_machine_readable_output() {
     assert_eq!(json[1]["label"], Value::Null);
     assert_eq!(json[1]["size"], json!(262144));
     assert_eq!(json[0]["fragmentation"].as_f64(), Some(frag));
-    let lines: Vec<Value> = run("ndjson").lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    let lines: Vec<Value> = run("ndjson")
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
     assert_eq!(lines, json.as_array().unwrap().clone());
     let table = run("table");
     // For people: sizes human, ratios with three decimals.
-    assert!(table.contains("uid") && table.contains("future 0 of task 42") && table.contains("256 KiB") && table.contains("0.304"), "{table}");
+    assert!(
+        table.contains("uid")
+            && table.contains("future 0 of task 42")
+            && table.contains("256 KiB")
+            && table.contains("0.304"),
+        "{table}"
+    );
     // A parameter the query needs but was not given is a usage error.
-    memstate().arg("--db").arg(&db).args(["sql", query]).assert().code(2);
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["sql", query])
+        .assert()
+        .code(2);
 }
 
 #[test]
 fn validate_checks_without_a_database() {
     let dir = tempfile::tempdir().unwrap();
-    let bad = write_json(dir.path(), "bad.json", &set(small(), "/memories/0/capacity", json!(0)));
-    memstate().current_dir(dir.path()).arg("validate").arg(data("small.json")).assert().success();
-    let output = memstate().current_dir(dir.path()).arg("validate").arg(data("small.json")).arg(&bad).output().unwrap();
+    let bad = write_json(
+        dir.path(),
+        "bad.json",
+        &set(small(), "/memories/0/capacity", json!(0)),
+    );
+    memstate()
+        .current_dir(dir.path())
+        .arg("validate")
+        .arg(data("small.json"))
+        .assert()
+        .success();
+    let output = memstate()
+        .current_dir(dir.path())
+        .arg("validate")
+        .arg(data("small.json"))
+        .arg(&bad)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("memories[0].capacity: expected a size above 0"));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("memories[0].capacity: expected a size above 0"));
     let out = String::from_utf8_lossy(&output.stdout);
-    assert!(out.contains("1 dumps (7 allocations)") && out.contains("1 refused"), "{out}");
-    assert!(!dir.path().join("memstate.db").exists(), "validate created a database");
+    assert!(
+        out.contains("1 dumps (7 allocations)") && out.contains("1 refused"),
+        "{out}"
+    );
+    assert!(
+        !dir.path().join("memstate.db").exists(),
+        "validate created a database"
+    );
     // --strict reports unknown fields.
-    let extra = write_json(dir.path(), "extra.json", &set(small(), "/run/cluster", json!("perlmutter")));
+    let extra = write_json(
+        dir.path(),
+        "extra.json",
+        &set(small(), "/run/cluster", json!("perlmutter")),
+    );
     memstate().arg("validate").arg(&extra).assert().success();
-    memstate().arg("validate").arg("--strict").arg(&extra).assert().code(1).stderr(predicates::str::contains("run.cluster: unknown field"));
+    memstate()
+        .arg("validate")
+        .arg("--strict")
+        .arg(&extra)
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains("run.cluster: unknown field"));
 }
 
 #[test]
@@ -198,7 +399,9 @@ fn summaries_in_json_and_missing_paths() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("missing.json: no such file or folder"));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("missing.json: no such file or folder")
+    );
     let summary: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(summary[0]["imported"], json!(1));
     assert_eq!(summary[0]["refused"], json!(1));
@@ -209,11 +412,17 @@ fn summaries_in_json_and_missing_paths() {
 fn usage_errors_exit_2_and_help_explains() {
     memstate().arg("import").assert().code(2);
     memstate().arg("frobnicate").assert().code(2);
-    memstate().args(["sql", "SELECT 1", "--format", "xml"]).assert().code(2);
+    memstate()
+        .args(["sql", "SELECT 1", "--format", "xml"])
+        .assert()
+        .code(2);
     let help = memstate().args(["import", "--help"]).output().unwrap();
     assert_eq!(help.status.code(), Some(0));
     let text = String::from_utf8_lossy(&help.stdout);
-    assert!(text.contains("--replace") && text.contains("transaction") && text.contains("--db"), "{text}");
+    assert!(
+        text.contains("--replace") && text.contains("transaction") && text.contains("--db"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -234,7 +443,13 @@ fn annotations_join_objects_to_allocations() {
         scalar::<String>(&db, "SELECT group_concat(uid || '/' || coalesce(field_id, '-') || '/' || object_id, ' ') FROM (SELECT * FROM allocation_objects ORDER BY uid)"),
         "0x0000000000000065/101/store-17 0x0000000000000066/7/store-18 0x000000000000006a/-/store-18"
     );
-    assert_eq!(scalar::<String>(&db, "SELECT name || dtype FROM objects WHERE object_id = 'store-18'"), "yint32");
+    assert_eq!(
+        scalar::<String>(
+            &db,
+            "SELECT name || dtype FROM objects WHERE object_id = 'store-18'"
+        ),
+        "yint32"
+    );
 }
 
 fn run_args(db: &std::path::Path, args: &[&str]) -> std::process::Output {
@@ -252,16 +467,55 @@ fn a_value_that_names_nothing_is_an_error_listing_the_choices() {
     import(&db, &[&data("small.json")], 0);
     // (args, words the error must hold)
     for (args, words) in [
-        (vec!["allocations", "--state", "VALID"], vec!["valid", "collectable", "pending_free", "pending_alloc"]),
-        (vec!["allocations", "--memory", "gpu_fb_mem"], vec!["did you mean GPU_FB_MEM", "SYSTEM_MEM"]),
-        (vec!["holes", "--memory", "0x1e000000000000ff"], vec!["no memory has the id 0x1e000000000000ff"]),
-        (vec!["allocations", "--kind", "instanse"], vec!["instanse", "deferred_buffer", "future", "instance"]),
-        (vec!["trend", "--run", "nope"], vec!["no run \"nope\"", "example-run"]),
-        (vec!["report", "largest-holes", "-p", "snapshot_id=1", "-p", "memory_id=1", "-p", "top=many"], vec!["top", "expected an integer"]),
-        (vec!["report", "churn", "-p", "run=nope"], vec!["example-run"]),
-        (vec!["report", "churn", "-p", "snapshot=1"], vec!["takes no parameter \"snapshot\"", "run"]),
-        (vec!["report", "largest-holes"], vec!["needs -p snapshot_id"]),
-        (vec!["report", "nope"], vec!["no canned query", "largest-holes"]),
+        (
+            vec!["allocations", "--state", "VALID"],
+            vec!["valid", "collectable", "pending_free", "pending_alloc"],
+        ),
+        (
+            vec!["allocations", "--memory", "gpu_fb_mem"],
+            vec!["did you mean GPU_FB_MEM", "SYSTEM_MEM"],
+        ),
+        (
+            vec!["holes", "--memory", "0x1e000000000000ff"],
+            vec!["no memory has the id 0x1e000000000000ff"],
+        ),
+        (
+            vec!["allocations", "--kind", "instanse"],
+            vec!["instanse", "deferred_buffer", "future", "instance"],
+        ),
+        (
+            vec!["trend", "--run", "nope"],
+            vec!["no run \"nope\"", "example-run"],
+        ),
+        (
+            vec![
+                "report",
+                "largest-holes",
+                "-p",
+                "snapshot_id=1",
+                "-p",
+                "memory_id=1",
+                "-p",
+                "top=many",
+            ],
+            vec!["top", "expected an integer"],
+        ),
+        (
+            vec!["report", "churn", "-p", "run=nope"],
+            vec!["example-run"],
+        ),
+        (
+            vec!["report", "churn", "-p", "snapshot=1"],
+            vec!["takes no parameter \"snapshot\"", "run"],
+        ),
+        (
+            vec!["report", "largest-holes"],
+            vec!["needs -p snapshot_id"],
+        ),
+        (
+            vec!["report", "nope"],
+            vec!["no canned query", "largest-holes"],
+        ),
     ] {
         let output = run_args(&db, &args);
         let stderr = stderr_of(&output);
@@ -282,26 +536,72 @@ fn report_parameters_take_what_the_commands_take_and_have_defaults() {
         assert!(output.status.success(), "{args:?}: {}", stderr_of(&output));
         String::from_utf8(output.stdout).unwrap()
     };
-    let by_id = csv(&["report", "largest-holes", "-p", "snapshot_id=1", "-p", "memory_id=2", "-p", "top=10"]);
+    let by_id = csv(&[
+        "report",
+        "largest-holes",
+        "-p",
+        "snapshot_id=1",
+        "-p",
+        "memory_id=2",
+        "-p",
+        "top=10",
+    ]);
     // The GPU memory is memory 2 in this database? Either way, the selectors name the same rows.
     let handle = scalar::<String>(&db, "SELECT handle FROM memories WHERE memory_id = 2");
-    let by_selector = csv(&["report", "largest-holes", "-p", "snapshot_id=latest", "-p", &format!("memory_id={handle}")]);
-    assert_eq!(by_id, by_selector, "top defaults to 10 and the selectors resolve");
-    assert!(csv(&["report", "largest-holes", "-p", "snapshot_id=example-run:0:3", "-p", &format!("memory_id={handle}")]) == by_id);
+    let by_selector = csv(&[
+        "report",
+        "largest-holes",
+        "-p",
+        "snapshot_id=latest",
+        "-p",
+        &format!("memory_id={handle}"),
+    ]);
+    assert_eq!(
+        by_id, by_selector,
+        "top defaults to 10 and the selectors resolve"
+    );
+    assert!(
+        csv(&[
+            "report",
+            "largest-holes",
+            "-p",
+            "snapshot_id=example-run:0:3",
+            "-p",
+            &format!("memory_id={handle}")
+        ]) == by_id
+    );
     // --list shows each query's parameters (with defaults) and columns.
     let list = String::from_utf8(run_args(&db, &["report", "--list"]).stdout).unwrap();
-    assert!(list.contains("-p top=<integer>") && list.contains("[default: 10]") && list.contains("columns: offset (bytes)"), "{list}");
+    assert!(
+        list.contains("-p top=<integer>")
+            && list.contains("[default: 10]")
+            && list.contains("columns: offset (bytes)"),
+        "{list}"
+    );
 }
 
 #[test]
 fn the_database_option_is_not_required_and_an_empty_environment_value_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
-    let output = memstate().env("MEMSTATE_DB", dir.path().join("x.db")).arg("import").output().unwrap();
+    let output = memstate()
+        .env("MEMSTATE_DB", dir.path().join("x.db"))
+        .arg("import")
+        .output()
+        .unwrap();
     let usage = stderr_of(&output);
     assert_eq!(output.status.code(), Some(2));
-    assert!(usage.contains("Usage: memstate import") && !usage.contains("--db <PATH>"), "{usage}");
+    assert!(
+        usage.contains("Usage: memstate import") && !usage.contains("--db <PATH>"),
+        "{usage}"
+    );
     // An empty MEMSTATE_DB falls back to memstate.db in the current folder.
-    let output = memstate().current_dir(dir.path()).env("MEMSTATE_DB", "").arg("import").arg(data("small.json")).output().unwrap();
+    let output = memstate()
+        .current_dir(dir.path())
+        .env("MEMSTATE_DB", "")
+        .arg("import")
+        .arg(data("small.json"))
+        .output()
+        .unwrap();
     assert!(output.status.success(), "{}", stderr_of(&output));
     assert!(dir.path().join("memstate.db").exists());
 }
@@ -311,13 +611,23 @@ fn completions_a_manual_page_and_a_version_naming_the_commit() {
     for shell in ["bash", "zsh", "fish"] {
         let output = memstate().args(["completions", shell]).output().unwrap();
         let script = String::from_utf8_lossy(&output.stdout);
-        assert!(output.status.success() && script.contains("memstate") && script.contains("blockers"), "{shell}");
+        assert!(
+            output.status.success() && script.contains("memstate") && script.contains("blockers"),
+            "{shell}"
+        );
     }
     let man = memstate().arg("man").output().unwrap();
     let page = String::from_utf8_lossy(&man.stdout);
-    assert!(man.status.success() && page.contains(".TH memstate") && page.contains("import"), "{page}");
+    assert!(
+        man.status.success() && page.contains(".TH memstate") && page.contains("import"),
+        "{page}"
+    );
     let version = String::from_utf8(memstate().arg("--version").output().unwrap().stdout).unwrap();
-    assert!(version.starts_with("memstate 0.") && (version.contains("commit ") || version.contains("outside a git checkout")), "{version}");
+    assert!(
+        version.starts_with("memstate 0.")
+            && (version.contains("commit ") || version.contains("outside a git checkout")),
+        "{version}"
+    );
 }
 
 #[test]
@@ -339,7 +649,12 @@ fn a_closed_output_ends_any_command_quietly() {
         std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut head).unwrap();
         drop(child.stdout.take());
         let output = child.wait_with_output().unwrap();
-        assert_eq!(output.status.code(), Some(0), "{format}: {}", stderr_of(&output));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{format}: {}",
+            stderr_of(&output)
+        );
         assert!(output.stderr.is_empty(), "{format}: {}", stderr_of(&output));
     }
 }
@@ -366,11 +681,25 @@ fn control_characters_from_dumps_reach_the_terminal_escaped() {
         let output = run_args(&db, &args);
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(output.status.success(), "{args:?}: {}", stderr_of(&output));
-        assert!(!stdout.contains('\u{1b}') && !stdout.contains('\u{7}'), "{args:?} printed control characters: {stdout:?}");
-        assert!(stdout.contains("\\x1b") || args[0] == "map", "{args:?} shows them escaped: {stdout}");
+        assert!(
+            !stdout.contains('\u{1b}') && !stdout.contains('\u{7}'),
+            "{args:?} printed control characters: {stdout:?}"
+        );
+        assert!(
+            stdout.contains("\\x1b") || args[0] == "map",
+            "{args:?} shows them escaped: {stdout}"
+        );
     }
     // Machine-readable output stays exact.
-    let output = run_args(&db, &["sql", "SELECT label FROM allocations WHERE label IS NOT NULL", "--format", "json"]);
+    let output = run_args(
+        &db,
+        &[
+            "sql",
+            "SELECT label FROM allocations WHERE label IS NOT NULL",
+            "--format",
+            "json",
+        ],
+    );
     let rows: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(rows[0]["label"], json!(hostile));
     // Error messages naming the file and the dump's text are escaped too.
@@ -378,7 +707,12 @@ fn control_characters_from_dumps_reach_the_terminal_escaped() {
     let output = memstate().arg("validate").arg(&bad).output().unwrap();
     let stderr = stderr_of(&output);
     assert_eq!(output.status.code(), Some(1));
-    assert!(!stderr.contains('\u{1b}') && !stderr.contains('\u{7}') && stderr.contains("bad\\x1b[2J.json"), "{stderr:?}");
+    assert!(
+        !stderr.contains('\u{1b}')
+            && !stderr.contains('\u{7}')
+            && stderr.contains("bad\\x1b[2J.json"),
+        "{stderr:?}"
+    );
 }
 
 #[test]
@@ -389,15 +723,46 @@ fn tables_are_readable_compact_columns_hex_offsets_and_the_same_decimals_everywh
     let text = |args: &[&str]| String::from_utf8(run_args(&db, args).stdout).unwrap();
     let stats = text(&["stats", "--memory", "GPU_FB_MEM"]);
     let header = stats.lines().next().unwrap();
-    assert!(header.contains("fragmentation") && !header.contains("unaccounted_bytes") && !header.contains("run "), "{stats}");
-    assert!(stats.contains("0.304"), "fragmentation with three decimals: {stats}");
+    assert!(
+        header.contains("fragmentation")
+            && !header.contains("unaccounted_bytes")
+            && !header.contains("run "),
+        "{stats}"
+    );
+    assert!(
+        stats.contains("0.304"),
+        "fragmentation with three decimals: {stats}"
+    );
     let wide = text(&["stats", "--memory", "GPU_FB_MEM", "--wide"]);
-    assert!(wide.lines().next().unwrap().contains("unaccounted_bytes"), "{wide}");
+    assert!(
+        wide.lines().next().unwrap().contains("unaccounted_bytes"),
+        "{wide}"
+    );
     let chosen = text(&["stats", "--columns", "handle,largest_hole"]);
-    assert_eq!(chosen.lines().next().unwrap().split_whitespace().collect::<Vec<_>>(), ["handle", "largest_hole"]);
+    assert_eq!(
+        chosen
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["handle", "largest_hole"]
+    );
     // Holes at their hex offsets, not "at 1.3 MiB" ten times; the header's fragmentation as in stats.
     let holes = text(&["holes", "--memory", "GPU_FB_MEM"]);
-    assert!(holes.contains("0xc9000") && holes.contains("0x60000") && holes.contains("fragmentation 0.304"), "{holes}");
-    let map = text(&["map", "--memory", "GPU_FB_MEM", "--no-color", "--width", "20"]);
+    assert!(
+        holes.contains("0xc9000")
+            && holes.contains("0x60000")
+            && holes.contains("fragmentation 0.304"),
+        "{holes}"
+    );
+    let map = text(&[
+        "map",
+        "--memory",
+        "GPU_FB_MEM",
+        "--no-color",
+        "--width",
+        "20",
+    ]);
     assert!(map.contains("fragmentation 0.304"), "{map}");
 }

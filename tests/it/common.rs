@@ -8,13 +8,16 @@ use serde_json::Value;
 
 /// The `memstate` binary under test, with no database chosen from the environment.
 pub fn memstate() -> assert_cmd::Command {
-    let mut command = assert_cmd::Command::cargo_bin("memstate").expect("the memstate binary is built");
+    let mut command =
+        assert_cmd::Command::cargo_bin("memstate").expect("the memstate binary is built");
     command.env_remove("MEMSTATE_DB");
     command
 }
 
 pub fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
 }
 
 /// The design's example dump (tests/data/small.json, a copy of shared/design/examples/small.json).
@@ -34,7 +37,9 @@ pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
         Some(Value::Object(map)) => {
             map.insert(key.to_string(), new);
         }
-        Some(Value::Array(items)) if key.parse::<usize>().ok() == Some(items.len()) => items.push(new),
+        Some(Value::Array(items)) if key.parse::<usize>().ok() == Some(items.len()) => {
+            items.push(new)
+        }
         _ => panic!("{parent} is a container in the fixture"),
     }
     value
@@ -43,10 +48,13 @@ pub fn set(mut value: Value, pointer: &str, new: Value) -> Value {
 /// Remove the member at a JSON pointer.
 pub fn remove(mut value: Value, pointer: &str) -> Value {
     let (parent, key) = pointer.rsplit_once('/').expect("a pointer with a parent");
-    let parent = value.pointer_mut(parent).unwrap_or_else(|| panic!("{parent} exists in the fixture"));
+    let parent = value
+        .pointer_mut(parent)
+        .unwrap_or_else(|| panic!("{parent} exists in the fixture"));
     match parent {
         Value::Object(map) => {
-            map.remove(key).unwrap_or_else(|| panic!("{pointer} exists in the fixture"));
+            map.remove(key)
+                .unwrap_or_else(|| panic!("{pointer} exists in the fixture"));
         }
         Value::Array(items) => {
             items.remove(key.parse::<usize>().expect("an array index"));
@@ -63,12 +71,19 @@ pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 }
 
 pub fn write_json(dir: &Path, name: &str, value: &Value) -> PathBuf {
-    write(dir, name, serde_json::to_string_pretty(value).expect("serialise").as_bytes())
+    write(
+        dir,
+        name,
+        serde_json::to_string_pretty(value)
+            .expect("serialise")
+            .as_bytes(),
+    )
 }
 
 /// Every row of every table of a database, as text: equal before and after means unchanged.
 pub fn contents(db: &Path) -> String {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open the test database");
+    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open the test database");
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         .and_then(|mut statement| statement.query_map([], |row| row.get(0))?.collect())
@@ -78,11 +93,18 @@ pub fn contents(db: &Path) -> String {
         if table == "refinery_schema_history" {
             continue;
         }
-        let mut statement = conn.prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1, 2")).expect("select");
+        let mut statement = conn
+            .prepare(&format!("SELECT * FROM \"{table}\" ORDER BY 1, 2"))
+            .expect("select");
         let width = statement.column_count();
         let rows = statement
             .query_map([], |row| {
-                (0..width).map(|index| row.get::<_, rusqlite::types::Value>(index).map(|value| format!("{value:?}"))).collect::<Result<Vec<_>, _>>()
+                (0..width)
+                    .map(|index| {
+                        row.get::<_, rusqlite::types::Value>(index)
+                            .map(|value| format!("{value:?}"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
             })
             .expect("query")
             .collect::<Result<Vec<_>, _>>()
@@ -94,13 +116,21 @@ pub fn contents(db: &Path) -> String {
 
 /// One value from the database.
 pub fn scalar<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> T {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).expect("open the test database");
-    conn.query_row(sql, [], |row| row.get(0)).unwrap_or_else(|error| panic!("{sql}: {error}"))
+    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open the test database");
+    conn.query_row(sql, [], |row| row.get(0))
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
 }
 
 /// Import files into a database, asserting the exit status; returns stdout.
 pub fn import(db: &Path, paths: &[&Path], expected_status: i32) -> String {
-    let output = memstate().arg("--db").arg(db).arg("import").args(paths).output().expect("run memstate");
+    let output = memstate()
+        .arg("--db")
+        .arg(db)
+        .arg("import")
+        .args(paths)
+        .output()
+        .expect("run memstate");
     assert_eq!(
         output.status.code(),
         Some(expected_status),
@@ -121,7 +151,10 @@ pub fn have(program: &str, why: &str) -> bool {
         .map(|output| output.status.success())
         .unwrap_or(false);
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "{program} is needed {why}; .ci/run installs it");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{program} is needed {why}; .ci/run installs it"
+        );
         eprintln!("SKIPPED: {program} is not installed (needed {why}); .ci/run installs it");
     }
     found
@@ -129,15 +162,31 @@ pub fn have(program: &str, why: &str) -> bool {
 
 /// A command's rows in JSON (`--format json`), which must succeed.
 pub fn json_of(db: &Path, args: &[&str]) -> Value {
-    let output = memstate().arg("--db").arg(db).args(args).args(["--format", "json"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    let output = memstate()
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     serde_json::from_slice(&output.stdout).unwrap_or_else(|error| panic!("{args:?}: {error}"))
 }
 
 /// A command's output for people, which must succeed.
 pub fn text_of(db: &Path, args: &[&str]) -> String {
     let output = memstate().arg("--db").arg(db).args(args).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 

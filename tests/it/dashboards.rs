@@ -39,7 +39,11 @@ fn views_give_unix_time_from_wall_clocks_and_a_label_per_series() {
         dump("clocks", 3, 0, 7_000_000_000, Some("2016-12-31T23:59:60Z")),
         dump("noclock", 0, 0, 1_000_000_000, None),
     ];
-    let paths: Vec<_> = dumps.iter().enumerate().map(|(index, value)| write_json(dir.path(), &format!("{index}.json"), value)).collect();
+    let paths: Vec<_> = dumps
+        .iter()
+        .enumerate()
+        .map(|(index, value)| write_json(dir.path(), &format!("{index}.json"), value))
+        .collect();
     let db = dir.path().join("t.db");
     // Imported newest first: the clocks do not depend on the order.
     let mut reversed: Vec<&Path> = paths.iter().map(|path| path.as_path()).collect();
@@ -47,25 +51,71 @@ fn views_give_unix_time_from_wall_clocks_and_a_label_per_series() {
     import(&db, &reversed, 0);
     let conn = Connection::open(&db).unwrap();
     let time_of = |run: &str, node: i64, seq: i64| -> Option<f64> {
-        conn.query_row("SELECT time_unix FROM snapshots WHERE run = ?1 AND node = ?2 AND seq = ?3", rusqlite::params![run, node, seq], |row| row.get(0)).unwrap()
+        conn.query_row(
+            "SELECT time_unix FROM snapshots WHERE run = ?1 AND node = ?2 AND seq = ?3",
+            rusqlite::params![run, node, seq],
+            |row| row.get(0),
+        )
+        .unwrap()
     };
-    let close = |found: Option<f64>, expected: f64| found.is_some_and(|found| (found - expected).abs() < 1e-3);
-    assert!(close(time_of("clocks", 0, 0), 1_796_119_201.0), "{:?}", time_of("clocks", 0, 0));
-    assert!(close(time_of("clocks", 0, 1), 1_796_119_202.0), "{:?}", time_of("clocks", 0, 1));
-    assert!(close(time_of("clocks", 1, 0), 1_796_119_205.25), "{:?}", time_of("clocks", 1, 0));
-    assert!(close(time_of("clocks", 2, 0), 1_796_119_200.25), "{:?}", time_of("clocks", 2, 0));
-    assert!(close(time_of("clocks", 2, 1), 1_796_119_203.25), "{:?}", time_of("clocks", 2, 1));
-    assert!(close(time_of("clocks", 3, 0), 1_483_228_800.0), "{:?}", time_of("clocks", 3, 0));
+    let close = |found: Option<f64>, expected: f64| {
+        found.is_some_and(|found| (found - expected).abs() < 1e-3)
+    };
+    assert!(
+        close(time_of("clocks", 0, 0), 1_796_119_201.0),
+        "{:?}",
+        time_of("clocks", 0, 0)
+    );
+    assert!(
+        close(time_of("clocks", 0, 1), 1_796_119_202.0),
+        "{:?}",
+        time_of("clocks", 0, 1)
+    );
+    assert!(
+        close(time_of("clocks", 1, 0), 1_796_119_205.25),
+        "{:?}",
+        time_of("clocks", 1, 0)
+    );
+    assert!(
+        close(time_of("clocks", 2, 0), 1_796_119_200.25),
+        "{:?}",
+        time_of("clocks", 2, 0)
+    );
+    assert!(
+        close(time_of("clocks", 2, 1), 1_796_119_203.25),
+        "{:?}",
+        time_of("clocks", 2, 1)
+    );
+    assert!(
+        close(time_of("clocks", 3, 0), 1_483_228_800.0),
+        "{:?}",
+        time_of("clocks", 3, 0)
+    );
     assert_eq!(time_of("noclock", 0, 0), None);
     // memory_trend: the same times, and the series label, as its last two columns.
-    let mut statement = conn.prepare("SELECT * FROM memory_trend WHERE run = 'clocks' AND node = 2 ORDER BY seq").unwrap();
-    let names: Vec<String> = statement.column_names().map(|name| name.to_string()).collect();
+    let mut statement = conn
+        .prepare("SELECT * FROM memory_trend WHERE run = 'clocks' AND node = 2 ORDER BY seq")
+        .unwrap();
+    let names: Vec<String> = statement
+        .column_names()
+        .map(|name| name.to_string())
+        .collect();
     assert_eq!(&names[names.len() - 2..], ["time_unix", "series"]);
-    let rows: Vec<(f64, String)> = statement.query_map([], |row| Ok((row.get("time_unix")?, row.get("series")?))).unwrap().map(Result::unwrap).collect();
+    let rows: Vec<(f64, String)> = statement
+        .query_map([], |row| Ok((row.get("time_unix")?, row.get("series")?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     assert_eq!(rows.len(), 2);
     assert!((rows[1].0 - 1_796_119_203.25).abs() < 1e-3);
     assert_eq!(rows[0].1, "n2 GPU_FB_MEM 0x1e00000000000003");
-    let series: String = conn.query_row("SELECT series FROM snapshots WHERE run = 'clocks' AND node = 3", [], |row| row.get(0)).unwrap();
+    let series: String = conn
+        .query_row(
+            "SELECT series FROM snapshots WHERE run = 'clocks' AND node = 3",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
     assert_eq!(series, "n3");
 }
 
@@ -81,7 +131,11 @@ fn snapshot_count(db: &Path) -> i64 {
 fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
     let started = std::time::Instant::now();
     while snapshot_count(db) < count {
-        assert!(started.elapsed().as_secs() < 30, "{what}: still {} snapshots after 30 s", snapshot_count(db));
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{what}: still {} snapshots after 30 s",
+            snapshot_count(db)
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     started.elapsed()
@@ -89,7 +143,11 @@ fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
 
 fn append(path: &Path, bytes: &[u8]) {
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
     file.write_all(bytes).unwrap();
     file.sync_all().unwrap();
 }
@@ -117,7 +175,14 @@ impl Follower {
             .env_remove("MEMSTATE_DB")
             .arg("--db")
             .arg(db)
-            .args(["import", "--follow", "--interval", "100ms", "--settle", "2s"])
+            .args([
+                "import",
+                "--follow",
+                "--interval",
+                "100ms",
+                "--settle",
+                "2s",
+            ])
             .args(extra)
             .arg(dir.join("docs"))
             .arg(dir.join("stream.ndjson"))
@@ -134,7 +199,11 @@ impl Follower {
         // SAFETY: kill(2) with the pid of a child this test started and has not waited for.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
         let output = self.0.wait_with_output().unwrap();
-        (output.status.code(), String::from_utf8_lossy(&output.stdout).into_owned(), String::from_utf8_lossy(&output.stderr).into_owned())
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
     }
 }
 
@@ -172,23 +241,51 @@ fn import_follow_takes_each_dump_once_it_is_complete_and_resumes_without_duplica
     // A compressed stream growing by gzip members.
     append(&packed, &gzip_member(&line(&dump("live", 2, 0, 0, None))));
     latencies.push(wait_for(&db, 5, "a compressed line"));
-    append(&packed, &gzip_member(&line(&dump("live", 2, 1, 1_000_000_000, None))));
+    append(
+        &packed,
+        &gzip_member(&line(&dump("live", 2, 1, 1_000_000_000, None))),
+    );
     latencies.push(wait_for(&db, 6, "the next compressed line"));
     // A bad line, and a document that stays broken: each refused once.
-    append(&stream, b"{\"format\": \"memstate-dump\", \"version\": 1}\n");
+    append(
+        &stream,
+        b"{\"format\": \"memstate-dump\", \"version\": 1}\n",
+    );
     std::fs::write(docs.join("broken.json"), b"{\"format\": \"memstate-du").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(3500));
     let (code, stdout, stderr) = follower.stop();
     eprintln!("follow: each dump landed after {:?}", latencies);
     assert_eq!(code, Some(1), "something was refused: {stderr}");
-    assert!(stdout.contains("followed: imported 6 dumps") && stdout.contains("2 refused"), "{stdout}");
-    assert_eq!(stderr.matches("stream.ndjson:3:").count(), 1, "the bad line is refused once: {stderr}");
-    assert_eq!(stderr.matches("broken.json").count(), 1, "the broken document is refused once: {stderr}");
-    assert!(!stderr.contains("b.json"), "the half-written document was waited for: {stderr}");
+    assert!(
+        stdout.contains("followed: imported 6 dumps") && stdout.contains("2 refused"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stderr.matches("stream.ndjson:3:").count(),
+        1,
+        "the bad line is refused once: {stderr}"
+    );
+    assert_eq!(
+        stderr.matches("broken.json").count(),
+        1,
+        "the broken document is refused once: {stderr}"
+    );
+    assert!(
+        !stderr.contains("b.json"),
+        "the half-written document was waited for: {stderr}"
+    );
     let conn = Connection::open(&db).unwrap();
-    let sources: Vec<String> =
-        conn.prepare("SELECT source FROM snapshots ORDER BY node, seq").unwrap().query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
-    assert!(sources[3].ends_with("stream.ndjson:2") && sources[5].ends_with("packed.ndjson.gz:2"), "{sources:?}");
+    let sources: Vec<String> = conn
+        .prepare("SELECT source FROM snapshots ORDER BY node, seq")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        sources[3].ends_with("stream.ndjson:2") && sources[5].ends_with("packed.ndjson.gz:2"),
+        "{sources:?}"
+    );
     drop(conn);
     // Started again (scanning only this time): everything is recognised, nothing doubles.
     let follower = Follower::start(&db, dir.path(), &["--poll"]);
@@ -196,14 +293,27 @@ fn import_follow_takes_each_dump_once_it_is_complete_and_resumes_without_duplica
     wait_for(&db, 7, "a line after the restart");
     std::thread::sleep(std::time::Duration::from_millis(500));
     let (_, stdout, _) = follower.stop();
-    assert!(stdout.contains("followed: imported 1 dumps") && stdout.contains("6 unchanged"), "{stdout}");
+    assert!(
+        stdout.contains("followed: imported 1 dumps") && stdout.contains("6 unchanged"),
+        "{stdout}"
+    );
     assert_eq!(snapshot_count(&db), 7);
 }
 
 /// The demo's database, made once per test that needs it.
 fn demo_db(dir: &Path) -> std::path::PathBuf {
-    let output = crate::common::memstate().arg("demo").arg("--dir").arg(dir).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = crate::common::memstate()
+        .arg("demo")
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     dir.join("memstate.db")
 }
 
@@ -226,51 +336,114 @@ fn sqlite3_rows(db: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
         stdin.write_all(b";\n").unwrap();
     }
     let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "sqlite3 refused:\n{sql}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "sqlite3 refused:\n{sql}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let text = String::from_utf8(output.stdout).unwrap();
     if text.trim().is_empty() {
         return Vec::new();
     }
-    serde_json::from_str::<Vec<serde_json::Map<String, Value>>>(&text).unwrap_or_else(|error| panic!("{error}: {text}"))
+    serde_json::from_str::<Vec<serde_json::Map<String, Value>>>(&text)
+        .unwrap_or_else(|error| panic!("{error}: {text}"))
 }
 
 #[test]
 fn every_grafana_panel_query_returns_rows_with_its_time_column() {
-    if !crate::common::have("sqlite3", "to run the Grafana dashboard's SQL as its data source would") {
+    if !crate::common::have(
+        "sqlite3",
+        "to run the Grafana dashboard's SQL as its data source would",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let db = demo_db(dir.path());
-    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/grafana/memstate.json")).unwrap()).unwrap();
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/grafana/memstate.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
     // The variables as Grafana fills them: each variable's own query gives its choices (the first
     // is taken, or all for a multi-value one with All).
     let mut values: Vec<(String, Vec<String>)> = Vec::new();
-    let substitute = |sql: &str, values: &[(String, Vec<String>)], from_ms: i64, to_ms: i64| -> String {
-        let mut sql = sql.replace("$__from", &from_ms.to_string()).replace("$__to", &to_ms.to_string());
-        for (name, chosen) in values {
-            let quoted: Vec<String> = chosen.iter().map(|value| format!("'{}'", value.replace('\'', "''"))).collect();
-            sql = sql.replace(&format!("${{{name}:singlequote}}"), &quoted.join(",")).replace(&format!("${{{name}}}"), &chosen.join(",")).replace(&format!("${name}"), &chosen.join(","));
-        }
-        assert!(!sql.contains('$'), "a variable left in:\n{sql}");
-        sql
-    };
+    let substitute =
+        |sql: &str, values: &[(String, Vec<String>)], from_ms: i64, to_ms: i64| -> String {
+            let mut sql = sql
+                .replace("$__from", &from_ms.to_string())
+                .replace("$__to", &to_ms.to_string());
+            for (name, chosen) in values {
+                let quoted: Vec<String> = chosen
+                    .iter()
+                    .map(|value| format!("'{}'", value.replace('\'', "''")))
+                    .collect();
+                sql = sql
+                    .replace(&format!("${{{name}:singlequote}}"), &quoted.join(","))
+                    .replace(&format!("${{{name}}}"), &chosen.join(","))
+                    .replace(&format!("${name}"), &chosen.join(","));
+            }
+            assert!(!sql.contains('$'), "a variable left in:\n{sql}");
+            sql
+        };
     for variable in dashboard["templating"]["list"].as_array().unwrap() {
         let name = variable["name"].as_str().unwrap().to_string();
         assert_eq!(variable["datasource"]["type"], "frser-sqlite-datasource");
-        let sql = substitute(variable["query"]["rawQueryText"].as_str().unwrap(), &values, 0, 0);
+        let sql = substitute(
+            variable["query"]["rawQueryText"].as_str().unwrap(),
+            &values,
+            0,
+            0,
+        );
         let rows = sqlite3_rows(&db, &sql);
         assert!(!rows.is_empty(), "variable {name} has no choices:\n{sql}");
-        let choices: Vec<String> = rows.iter().map(|row| row.values().next().unwrap().to_string().trim_matches('"').to_string()).collect();
-        let chosen = if variable["includeAll"] == true { choices } else { vec![choices[0].clone()] };
+        let choices: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                row.values()
+                    .next()
+                    .unwrap()
+                    .to_string()
+                    .trim_matches('"')
+                    .to_string()
+            })
+            .collect();
+        let chosen = if variable["includeAll"] == true {
+            choices
+        } else {
+            vec![choices[0].clone()]
+        };
         values.push((name, chosen));
     }
-    assert_eq!(values.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(), ["run", "node", "memory_kind"]);
+    assert_eq!(
+        values
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect::<Vec<_>>(),
+        ["run", "node", "memory_kind"]
+    );
     // The time range: the demo's run, which happened just now (its wall times start now).
     let conn = Connection::open(&db).unwrap();
-    let (first, last): (f64, f64) = conn.query_row("SELECT min(time_unix), max(time_unix) FROM snapshots", [], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-    assert!((now - first).abs() < 600.0, "the demo's run happened now: {first} vs {now}");
-    let (from_ms, to_ms) = ((first * 1000.0) as i64 - 1000, (last * 1000.0) as i64 + 1000);
+    let (first, last): (f64, f64) = conn
+        .query_row(
+            "SELECT min(time_unix), max(time_unix) FROM snapshots",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (now - first).abs() < 600.0,
+        "the demo's run happened now: {first} vs {now}"
+    );
+    let (from_ms, to_ms) = (
+        (first * 1000.0) as i64 - 1000,
+        (last * 1000.0) as i64 + 1000,
+    );
     let mut targets: Vec<(String, Value)> = Vec::new();
     for panel in dashboard["panels"].as_array().unwrap() {
         for target in panel["targets"].as_array().unwrap() {
@@ -279,37 +452,81 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
     }
     for annotation in dashboard["annotations"]["list"].as_array().unwrap() {
         if annotation["datasource"]["type"] == "frser-sqlite-datasource" {
-            targets.push((annotation["name"].as_str().unwrap().to_string(), annotation["target"].clone()));
+            targets.push((
+                annotation["name"].as_str().unwrap().to_string(),
+                annotation["target"].clone(),
+            ));
         }
     }
     assert_eq!(targets.len(), 5, "four panels and the OOM annotations");
     for (title, target) in &targets {
-        assert_eq!(target["datasource"]["uid"], "memstate", "{title}: the provisioned data source");
-        let sql = substitute(target["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+        assert_eq!(
+            target["datasource"]["uid"], "memstate",
+            "{title}: the provisioned data source"
+        );
+        let sql = substitute(
+            target["rawQueryText"].as_str().unwrap(),
+            &values,
+            from_ms,
+            to_ms,
+        );
         let rows = sqlite3_rows(&db, &sql);
         assert!(!rows.is_empty(), "{title}: no rows:\n{sql}");
-        let time_columns: Vec<&str> = target["timeColumns"].as_array().unwrap().iter().map(|column| column.as_str().unwrap()).collect();
-        assert!(!time_columns.is_empty(), "{title}: declares its time column");
+        let time_columns: Vec<&str> = target["timeColumns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|column| column.as_str().unwrap())
+            .collect();
+        assert!(
+            !time_columns.is_empty(),
+            "{title}: declares its time column"
+        );
         for row in &rows {
             for column in &time_columns {
-                let time = row.get(*column).and_then(Value::as_f64).unwrap_or_else(|| panic!("{title}: no Unix time in {column}: {row:?}"));
-                assert!(time >= first - 1e-3 && time <= last + 1e-3, "{title}: {column} = {time} is outside the run [{first}, {last}]");
+                let time = row
+                    .get(*column)
+                    .and_then(Value::as_f64)
+                    .unwrap_or_else(|| panic!("{title}: no Unix time in {column}: {row:?}"));
+                assert!(
+                    time >= first - 1e-3 && time <= last + 1e-3,
+                    "{title}: {column} = {time} is outside the run [{first}, {last}]"
+                );
             }
         }
         eprintln!("grafana: {title}: {} rows", rows.len());
     }
     // The provenance table, checked by a second method: the allocations view at that snapshot.
-    let table = substitute(targets[3].1["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
-    let listed: i64 = sqlite3_rows(&db, &table).iter().map(|row| row["allocations"].as_i64().unwrap()).sum();
+    let table = substitute(
+        targets[3].1["rawQueryText"].as_str().unwrap(),
+        &values,
+        from_ms,
+        to_ms,
+    );
+    let listed: i64 = sqlite3_rows(&db, &table)
+        .iter()
+        .map(|row| row["allocations"].as_i64().unwrap())
+        .sum();
     let live = sqlite3_rows(&db, &format!("SELECT count(*) AS n FROM allocations WHERE state IN ('valid', 'pending_alloc') AND snapshot_id = (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {} ORDER BY seq DESC LIMIT 1)", values[1].1[0]));
-    assert!(listed > 0 && listed <= live[0]["n"].as_i64().unwrap(), "the 25 biggest holders are among the live allocations");
+    assert!(
+        listed > 0 && listed <= live[0]["n"].as_i64().unwrap(),
+        "the 25 biggest holders are among the live allocations"
+    );
     // The stacked kinds, checked by a second method: at the node's last snapshot, each kind's
     // last step equals the sum over that snapshot's allocations.
-    let by_kind = substitute(targets[2].1["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+    let by_kind = substitute(
+        targets[2].1["rawQueryText"].as_str().unwrap(),
+        &values,
+        from_ms,
+        to_ms,
+    );
     let steps = sqlite3_rows(&db, &by_kind);
     let mut last_step: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
     for row in &steps {
-        last_step.insert(row["kind"].as_str().unwrap().to_string(), row["bytes"].as_i64().unwrap());
+        last_step.insert(
+            row["kind"].as_str().unwrap().to_string(),
+            row["bytes"].as_i64().unwrap(),
+        );
     }
     last_step.retain(|_, bytes| *bytes != 0);
     let node = &values[1].1[0];
@@ -320,27 +537,58 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
                (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {node} ORDER BY seq DESC LIMIT 1) GROUP BY kind"
         ),
     );
-    let summed: std::collections::BTreeMap<String, i64> = summed.iter().map(|row| (row["kind"].as_str().unwrap().to_string(), row["bytes"].as_i64().unwrap())).collect();
+    let summed: std::collections::BTreeMap<String, i64> = summed
+        .iter()
+        .map(|row| {
+            (
+                row["kind"].as_str().unwrap().to_string(),
+                row["bytes"].as_i64().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(last_step, summed, "bytes by kind at the last snapshot");
     // The annotations are the OOM snapshots, one row each, naming the failed request.
-    let ooms: i64 = conn.query_row("SELECT count(*) FROM snapshots WHERE reason = 'oom'", [], |row| row.get(0)).unwrap();
-    let annotation = substitute(targets[4].1["rawQueryText"].as_str().unwrap(), &values, from_ms, to_ms);
+    let ooms: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM snapshots WHERE reason = 'oom'",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let annotation = substitute(
+        targets[4].1["rawQueryText"].as_str().unwrap(),
+        &values,
+        from_ms,
+        to_ms,
+    );
     let rows = sqlite3_rows(&db, &annotation);
     assert_eq!(rows.len() as i64, ooms);
-    assert!(rows[0]["text"].as_str().unwrap().contains("bytes in GPU_FB_MEM 0x1e"), "{rows:?}");
+    assert!(
+        rows[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("bytes in GPU_FB_MEM 0x1e"),
+        "{rows:?}"
+    );
 }
 
 /// GET a URL of a local server (HTTP/1.0, no keep-alive): the status and the body.
 fn http_get(port: u16, path: &str) -> (u16, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
     write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
     let mut response = Vec::new();
     stream.read_to_end(&mut response).unwrap();
     let text = String::from_utf8_lossy(&response).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
     (status, body.to_string())
 }
 
@@ -348,12 +596,18 @@ fn query_string(pairs: &[(&str, String)]) -> String {
     let encode = |text: &str| -> String {
         text.bytes()
             .map(|byte| match byte {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (byte as char).to_string(),
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (byte as char).to_string()
+                }
                 other => format!("%{other:02X}"),
             })
             .collect()
     };
-    pairs.iter().map(|(key, value)| format!("{}={}", encode(key), encode(value))).collect::<Vec<_>>().join("&")
+    pairs
+        .iter()
+        .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// A Datasette server on a free local port, stopped when dropped.
@@ -374,16 +628,43 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = demo_db(dir.path());
     let metadata_path = dir.path().join("metadata.json");
-    let output = crate::common::memstate().arg("--db").arg(&db).args(["datasette-metadata", "--out"]).arg(&metadata_path).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    let metadata: Value = serde_json::from_str(&std::fs::read_to_string(&metadata_path).unwrap()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let output = crate::common::memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["datasette-metadata", "--out"])
+        .arg(&metadata_path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: Value =
+        serde_json::from_str(&std::fs::read_to_string(&metadata_path).unwrap()).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let child = std::process::Command::new("datasette")
         .arg("serve")
         .arg(&db)
         .arg("-m")
         .arg(&metadata_path)
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "--setting", "max_returned_rows", "100000", "--setting", "sql_time_limit_ms", "20000"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--setting",
+            "max_returned_rows",
+            "100000",
+            "--setting",
+            "sql_time_limit_ms",
+            "20000",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -401,19 +682,40 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     };
     // Datasette took the metadata: the views' descriptions and column meanings are served.
     let served = get_json("/-/metadata.json");
-    assert_eq!(served["databases"]["memstate"]["tables"]["memory_trend"]["description"], metadata["databases"]["memstate"]["tables"]["memory_trend"]["description"]);
+    assert_eq!(
+        served["databases"]["memstate"]["tables"]["memory_trend"]["description"],
+        metadata["databases"]["memstate"]["tables"]["memory_trend"]["description"]
+    );
     let (_, page) = http_get(server.1, "/memstate/memory_trend");
-    assert!(page.contains("flattened with its snapshot and memory") && page.contains("seconds since the Unix epoch"), "the view's page shows its description and columns");
+    assert!(
+        page.contains("flattened with its snapshot and memory")
+            && page.contains("seconds since the Unix epoch"),
+        "the view's page shows its description and columns"
+    );
     // Every view, through the JSON API, holds the rows memstate sql gives.
-    let views = metadata["databases"]["memstate"]["tables"].as_object().unwrap();
+    let views = metadata["databases"]["memstate"]["tables"]
+        .as_object()
+        .unwrap();
     let mut checked = 0;
     for (name, table) in views {
         if table.get("hidden") == Some(&json!(true)) {
             continue;
         }
-        let from_datasette = get_json(&format!("/memstate/{name}.json?_shape=array&_nocount=1&_size=max"));
-        let output = crate::common::memstate().arg("--db").arg(&db).args(["sql", "--format", "json", &format!("SELECT * FROM {name}")]).output().unwrap();
-        assert_eq!(output.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let from_datasette = get_json(&format!(
+            "/memstate/{name}.json?_shape=array&_nocount=1&_size=max"
+        ));
+        let output = crate::common::memstate()
+            .arg("--db")
+            .arg(&db)
+            .args(["sql", "--format", "json", &format!("SELECT * FROM {name}")])
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         let from_memstate: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
         let served_rows = from_datasette.as_array().unwrap();
         // Served up to max_returned_rows (100,000 here, more than the demo's largest view): the
@@ -423,21 +725,46 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
             texts.sort();
             texts
         };
-        assert!(from_memstate.len() < 100_000, "{name}: the demo's views fit one page");
-        assert_eq!(sorted(served_rows), sorted(&from_memstate), "{name}: Datasette and memstate sql differ");
+        assert!(
+            from_memstate.len() < 100_000,
+            "{name}: the demo's views fit one page"
+        );
+        assert_eq!(
+            sorted(served_rows),
+            sorted(&from_memstate),
+            "{name}: Datasette and memstate sql differ"
+        );
         checked += 1;
     }
     assert!(checked >= 12, "{checked} views");
     // Every canned query, with parameters and with defaults left blank, equals memstate report.
     let conn = Connection::open(&db).unwrap();
-    let (snapshot_id, memory_id): (i64, i64) = conn.query_row("SELECT snapshot_id, memory_id FROM failed_requests LIMIT 1", [], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
-    let queries = metadata["databases"]["memstate"]["queries"].as_object().unwrap();
+    let (snapshot_id, memory_id): (i64, i64) = conn
+        .query_row(
+            "SELECT snapshot_id, memory_id FROM failed_requests LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    let queries = metadata["databases"]["memstate"]["queries"]
+        .as_object()
+        .unwrap();
     assert_eq!(queries.len(), memstate::query::canned::all().len());
     for (name, query) in queries {
-        let params: Vec<&str> = query["params"].as_array().unwrap().iter().map(|param| param.as_str().unwrap()).collect();
+        let params: Vec<&str> = query["params"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|param| param.as_str().unwrap())
+            .collect();
         for variant in ["defaults", "given"] {
             let mut pairs: Vec<(&str, String)> = vec![("_shape", "array".to_string())];
-            let mut report = vec!["report".to_string(), name.clone(), "--format".to_string(), "json".to_string()];
+            let mut report = vec![
+                "report".to_string(),
+                name.clone(),
+                "--format".to_string(),
+                "json".to_string(),
+            ];
             for param in &params {
                 let value = match *param {
                     "run" => "demo-seed1".to_string(),
@@ -453,12 +780,29 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
                 }
                 pairs.push((param, value));
             }
-            let from_datasette = get_json(&format!("/memstate/{name}.json?{}", query_string(&pairs)));
-            let output = crate::common::memstate().arg("--db").arg(&db).args(&report).output().unwrap();
-            assert_eq!(output.status.code(), Some(0), "{report:?}: {}", String::from_utf8_lossy(&output.stderr));
+            let from_datasette =
+                get_json(&format!("/memstate/{name}.json?{}", query_string(&pairs)));
+            let output = crate::common::memstate()
+                .arg("--db")
+                .arg(&db)
+                .args(&report)
+                .output()
+                .unwrap();
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "{report:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
             let from_memstate: Value = serde_json::from_slice(&output.stdout).unwrap();
-            assert!(!from_memstate.as_array().unwrap().is_empty(), "{name} ({variant}) gives rows on the demo");
-            assert_eq!(from_datasette, from_memstate, "{name} ({variant}): Datasette and memstate report differ");
+            assert!(
+                !from_memstate.as_array().unwrap().is_empty(),
+                "{name} ({variant}) gives rows on the demo"
+            );
+            assert_eq!(
+                from_datasette, from_memstate,
+                "{name} ({variant}): Datasette and memstate report differ"
+            );
         }
     }
     drop(server);
@@ -466,9 +810,16 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
 
 #[test]
 fn the_pandas_example_reads_the_views_and_plots() {
-    let found = std::process::Command::new("python3").args(["-c", "import pandas, matplotlib"]).output().map(|output| output.status.success()).unwrap_or(false);
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import pandas, matplotlib"])
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false);
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "pandas and matplotlib are needed for the pandas example; .ci/run installs them");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pandas and matplotlib are needed for the pandas example; .ci/run installs them"
+        );
         eprintln!("SKIPPED: python3 with pandas and matplotlib is not installed (needed to run examples/pandas_trend.py); .ci/run installs them");
         return;
     }
@@ -481,23 +832,77 @@ fn the_pandas_example_reads_the_views_and_plots() {
         .arg(&png)
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let printed = String::from_utf8(output.stdout).unwrap();
-    let lines: Vec<Vec<&str>> = printed.lines().map(|line| line.split('\t').collect()).collect();
-    let find = |key: &str| lines.iter().filter(|fields| fields[0] == key).cloned().collect::<Vec<_>>();
+    let lines: Vec<Vec<&str>> = printed
+        .lines()
+        .map(|line| line.split('\t').collect())
+        .collect();
+    let find = |key: &str| {
+        lines
+            .iter()
+            .filter(|fields| fields[0] == key)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
     // The same figures by SQL, without pandas.
     let conn = Connection::open(&db).unwrap();
-    let rows: i64 = conn.query_row("SELECT count(*) FROM memory_trend", [], |row| row.get(0)).unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM memory_trend", [], |row| row.get(0))
+        .unwrap();
     assert_eq!(find("trend_rows")[0][1], rows.to_string());
     for fields in find("max_fragmentation") {
-        let expected: f64 = conn.query_row("SELECT max(fragmentation) FROM memory_trend WHERE series = ?1", [fields[1]], |row| row.get(0)).unwrap();
-        assert!((fields[2].parse::<f64>().unwrap() - expected).abs() < 1e-6, "{fields:?} against {expected}");
+        let expected: f64 = conn
+            .query_row(
+                "SELECT max(fragmentation) FROM memory_trend WHERE series = ?1",
+                [fields[1]],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(
+            (fields[2].parse::<f64>().unwrap() - expected).abs() < 1e-6,
+            "{fields:?} against {expected}"
+        );
     }
-    assert_eq!(find("max_fragmentation").len() as i64, conn.query_row("SELECT count(DISTINCT series) FROM memory_trend", [], |row| row.get::<_, i64>(0)).unwrap());
-    let oom: i64 = conn.query_row("SELECT snapshot_id FROM snapshots WHERE reason = 'oom' ORDER BY time_s DESC LIMIT 1", [], |row| row.get(0)).unwrap();
-    assert_eq!(find("snapshot")[0][1], oom.to_string(), "the example looks at the OOM snapshot");
-    let (count, bytes): (i64, i64) = conn.query_row("SELECT count(*), sum(size) FROM allocations WHERE snapshot_id = ?1", [oom], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
-    assert_eq!(find("allocations")[0][1..], [count.to_string(), bytes.to_string()]);
+    assert_eq!(
+        find("max_fragmentation").len() as i64,
+        conn.query_row(
+            "SELECT count(DISTINCT series) FROM memory_trend",
+            [],
+            |row| row.get::<_, i64>(0)
+        )
+        .unwrap()
+    );
+    let oom: i64 = conn
+        .query_row(
+            "SELECT snapshot_id FROM snapshots WHERE reason = 'oom' ORDER BY time_s DESC LIMIT 1",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        find("snapshot")[0][1],
+        oom.to_string(),
+        "the example looks at the OOM snapshot"
+    );
+    let (count, bytes): (i64, i64) = conn
+        .query_row(
+            "SELECT count(*), sum(size) FROM allocations WHERE snapshot_id = ?1",
+            [oom],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        find("allocations")[0][1..],
+        [count.to_string(), bytes.to_string()]
+    );
     let picture = std::fs::read(&png).unwrap();
-    assert!(picture.starts_with(b"\x89PNG") && picture.len() > 10_000, "a PNG chart");
+    assert!(
+        picture.starts_with(b"\x89PNG") && picture.len() > 10_000,
+        "a PNG chart"
+    );
 }

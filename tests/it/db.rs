@@ -6,7 +6,9 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::common::{simulated_db, contents, data, import, memstate, scalar, set, small, write_json};
+use crate::common::{
+    contents, data, import, memstate, scalar, set, simulated_db, small, write_json,
+};
 
 fn bytes_of(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
@@ -14,15 +16,32 @@ fn bytes_of(path: &Path) -> Vec<u8> {
 
 fn assert_refused_untouched(db: &Path, words: &str) {
     let before = bytes_of(db);
-    let output = memstate().arg("--db").arg(db).arg("import").arg(data("small.json")).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(db)
+        .arg("import")
+        .arg(data("small.json"))
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "stderr {stderr}");
-    assert!(stderr.contains(&format!("error: {}: ", db.display())), "{stderr}");
+    assert!(
+        stderr.contains(&format!("error: {}: ", db.display())),
+        "{stderr}"
+    );
     assert!(stderr.contains(words), "{stderr} lacks {words:?}");
     assert_eq!(bytes_of(db), before, "the file changed");
-    assert!(!Path::new(&format!("{}-wal", db.display())).exists(), "a WAL file appeared");
+    assert!(
+        !Path::new(&format!("{}-wal", db.display())).exists(),
+        "a WAL file appeared"
+    );
     // The read-only path refuses too.
-    let output = memstate().arg("--db").arg(db).args(["sql", "SELECT 1"]).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(db)
+        .args(["sql", "SELECT 1"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(bytes_of(db), before, "the file changed under sql");
 }
@@ -57,7 +76,13 @@ fn a_database_from_a_newer_memstate_is_refused_and_untouched() {
     )
     .unwrap();
     drop(conn);
-    assert_refused_untouched(&db, &format!("newer memstate (schema version 99; this memstate knows up to {})", memstate::db::schema_version()));
+    assert_refused_untouched(
+        &db,
+        &format!(
+            "newer memstate (schema version 99; this memstate knows up to {})",
+            memstate::db::schema_version()
+        ),
+    );
 }
 
 #[test]
@@ -70,12 +95,21 @@ fn a_new_database_is_marked_and_left_for_plain_readers() {
     // After the import the write-ahead log is folded in and the file is in rollback-journal mode,
     // so that readers in read-only places need no -wal/-shm files.
     for suffix in ["-wal", "-shm"] {
-        assert!(!Path::new(&format!("{}{suffix}", db.display())).exists(), "{suffix} left behind");
+        assert!(
+            !Path::new(&format!("{}{suffix}", db.display())).exists(),
+            "{suffix} left behind"
+        );
     }
-    assert_eq!(scalar::<i64>(&db, "PRAGMA application_id"), memstate::db::APPLICATION_ID as i64);
+    assert_eq!(
+        scalar::<i64>(&db, "PRAGMA application_id"),
+        memstate::db::APPLICATION_ID as i64
+    );
     assert_eq!(scalar::<i64>(&db, "PRAGMA user_version"), version);
     assert_eq!(scalar::<String>(&db, "PRAGMA journal_mode"), "delete");
-    assert_eq!(scalar::<i64>(&db, "SELECT max(version) FROM refinery_schema_history"), version);
+    assert_eq!(
+        scalar::<i64>(&db, "SELECT max(version) FROM refinery_schema_history"),
+        version
+    );
     // Every public view of PRODUCT.md exists with its documented columns.
     for (view, columns) in [
         ("strings", "string_id, value"),
@@ -101,7 +135,13 @@ fn the_example_lands_in_every_view() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
-    assert_eq!(scalar::<String>(&db, "SELECT run || ' ' || node_count || ' ' || producer FROM runs"), "example-run 1 legion 25.03.0");
+    assert_eq!(
+        scalar::<String>(
+            &db,
+            "SELECT run || ' ' || node_count || ' ' || producer FROM runs"
+        ),
+        "example-run 1 legion 25.03.0"
+    );
     assert_eq!(
         scalar::<String>(&db, "SELECT run || ':' || node || ':' || seq || ' ' || reason || ' ' || note || ' ' || wall_time FROM snapshots"),
         "example-run:0:3 oom default mapper: map_task failed 2026-12-01T10:00:01.5Z"
@@ -111,7 +151,13 @@ fn the_example_lands_in_every_view() {
         scalar::<String>(&db, "SELECT uid || ' ' || handle || ' ' || state || ' ' || provenance FROM allocations WHERE offset = 0 AND size = 262144"),
         "0x0000000000000065 0x4000000000c00004 valid train.py:12"
     );
-    assert_eq!(scalar::<String>(&db, "SELECT uid FROM allocations WHERE state = 'pending_alloc'"), "0x0000000000000069");
+    assert_eq!(
+        scalar::<String>(
+            &db,
+            "SELECT uid FROM allocations WHERE state = 'pending_alloc'"
+        ),
+        "0x0000000000000069"
+    );
     assert_eq!(scalar::<String>(&db, "SELECT size || ' ' || alignment || ' ' || kind || ' ' || provenance FROM failed_requests"), "300000 512 instance train.py:57");
     assert_eq!(scalar::<String>(&db, "SELECT object_id || ' ' || name || ' ' || shape || ' ' || dtype || ' ' || provenance FROM objects"), "store-17 x [300,150] float64 train.py:12");
     assert_eq!(scalar::<String>(&db, "SELECT uid || ' ' || field_id || ' ' || field_size || ' ' || object_id FROM allocation_objects"), "0x0000000000000065 101 8 store-17");
@@ -125,7 +171,10 @@ fn the_same_dump_twice_changes_nothing() {
     import(&db, &[&data("small.json")], 0);
     let before = contents(&db);
     let out = import(&db, &[&data("small.json")], 0);
-    assert!(out.contains("imported 0 dumps") && out.contains("1 unchanged"), "{out}");
+    assert!(
+        out.contains("imported 0 dumps") && out.contains("1 unchanged"),
+        "{out}"
+    );
     assert_eq!(contents(&db), before);
 }
 
@@ -135,18 +184,43 @@ fn a_different_dump_with_the_same_identity_needs_replace() {
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
     let before = contents(&db);
-    let changed = write_json(dir.path(), "changed.json", &set(small(), "/memories/0/allocations/5/size", json!(8192)));
-    let output = memstate().arg("--db").arg(&db).arg("import").arg(&changed).output().unwrap();
+    let changed = write_json(
+        dir.path(),
+        "changed.json",
+        &set(small(), "/memories/0/allocations/5/size", json!(8192)),
+    );
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("import")
+        .arg(&changed)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("already imported") && stderr.contains("--replace"), "{stderr}");
+    assert!(
+        stderr.contains("already imported") && stderr.contains("--replace"),
+        "{stderr}"
+    );
     assert_eq!(contents(&db), before);
 
-    let output = memstate().arg("--db").arg(&db).args(["import", "--replace"]).arg(&changed).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--replace"])
+        .arg(&changed)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&output.stdout).contains("replacing"));
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 1);
-    assert_eq!(scalar::<i64>(&db, "SELECT size FROM allocations WHERE uid = '0x000000000000006a'"), 8192);
+    assert_eq!(
+        scalar::<i64>(
+            &db,
+            "SELECT size FROM allocations WHERE uid = '0x000000000000006a'"
+        ),
+        8192
+    );
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM allocations"), 7);
 }
 
@@ -156,20 +230,46 @@ fn concurrent_importers_both_land() {
     let db = dir.path().join("t.db");
     let mut files = Vec::new();
     for seq in 0..6 {
-        files.push(write_json(dir.path(), &format!("d{seq}.json"), &set(small(), "/snapshot/seq", json!(seq))));
+        files.push(write_json(
+            dir.path(),
+            &format!("d{seq}.json"),
+            &set(small(), "/snapshot/seq", json!(seq)),
+        ));
     }
     let spawn = |files: &[std::path::PathBuf]| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate")).arg("--db").arg(&db).arg("import").args(files).output().unwrap()
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+            .arg("--db")
+            .arg(&db)
+            .arg("import")
+            .args(files)
+            .output()
+            .unwrap()
     };
     let (first, second) = std::thread::scope(|scope| {
         let a = scope.spawn(|| spawn(&files[..3]));
         let b = scope.spawn(|| spawn(&files[3..]));
         (a.join().unwrap(), b.join().unwrap())
     });
-    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
-    assert_eq!(second.status.code(), Some(0), "{}", String::from_utf8_lossy(&second.stderr));
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 6);
-    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM strings WHERE value = 'GPU_FB_MEM'"), 1);
+    assert_eq!(
+        scalar::<i64>(
+            &db,
+            "SELECT count(*) FROM strings WHERE value = 'GPU_FB_MEM'"
+        ),
+        1
+    );
 }
 
 #[test]
@@ -187,8 +287,18 @@ fn sql_cannot_change_the_database() {
         "ATTACH DATABASE 'other.db' AS other",
         "PRAGMA query_only = 0; DELETE FROM string",
     ] {
-        let output = memstate().arg("--db").arg(&db).args(["sql", statement]).output().unwrap();
-        assert_eq!(output.status.code(), Some(2), "{statement}: {}", String::from_utf8_lossy(&output.stdout));
+        let output = memstate()
+            .arg("--db")
+            .arg(&db)
+            .args(["sql", statement])
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{statement}: {}",
+            String::from_utf8_lossy(&output.stdout)
+        );
         assert_eq!(contents(&db), before, "{statement} changed the database");
     }
     assert!(!dir.path().join("other.db").exists());
@@ -198,7 +308,12 @@ fn sql_cannot_change_the_database() {
 fn a_killed_import_leaves_only_whole_dumps() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("run");
-    let config = memstate::sim::Config { steps: 400, continue_after_oom: true, intensity: 2.0, ..Default::default() };
+    let config = memstate::sim::Config {
+        steps: 400,
+        continue_after_oom: true,
+        intensity: 2.0,
+        ..Default::default()
+    };
     let written = memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
     let db = dir.path().join("t.db");
     // A database with a schema and one snapshot first.
@@ -230,7 +345,10 @@ fn a_killed_import_leaves_only_whole_dumps() {
     }
     // Importing again completes the run: the landed dumps are unchanged, the others land.
     import(&db, &[&folder], 0);
-    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), written.dumps as i64 + 1);
+    assert_eq!(
+        scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
+        written.dumps as i64 + 1
+    );
 }
 
 /// Spans land all over their tables and indexes as they close, which leaves B-tree pages part
@@ -239,19 +357,41 @@ fn a_killed_import_leaves_only_whole_dumps() {
 #[test]
 fn a_bulk_import_leaves_the_file_compact_and_a_small_one_leaves_it_be() {
     let dir = tempfile::tempdir().unwrap();
-    let db = simulated_db(dir.path(), &memstate::sim::Config { steps: 800, gpus_per_node: 4, continue_after_oom: true, ..Default::default() });
+    let db = simulated_db(
+        dir.path(),
+        &memstate::sim::Config {
+            steps: 800,
+            gpus_per_node: 4,
+            continue_after_oom: true,
+            ..Default::default()
+        },
+    );
     let size = std::fs::metadata(&db).unwrap().len();
-    assert!(size > 2 << 20, "the run is too small to tell ({size} bytes)");
+    assert!(
+        size > 2 << 20,
+        "the run is too small to tell ({size} bytes)"
+    );
     let copy = dir.path().join("copy.db");
     std::fs::copy(&db, &copy).unwrap();
-    Connection::open(&copy).unwrap().execute_batch("VACUUM").unwrap();
+    Connection::open(&copy)
+        .unwrap()
+        .execute_batch("VACUUM")
+        .unwrap();
     let rewritten = std::fs::metadata(&copy).unwrap().len();
-    assert!(rewritten * 100 >= size * 98, "the import left {size} bytes that a rewrite makes {rewritten}");
+    assert!(
+        rewritten * 100 >= size * 98,
+        "the import left {size} bytes that a rewrite makes {rewritten}"
+    );
     // One more small dump: the file is not rewritten (its inode's pages stay where they were).
     let before = std::fs::metadata(&db).unwrap();
     import(&db, &[&data("small.json")], 0);
     let after = std::fs::metadata(&db).unwrap();
-    assert!(after.len() >= before.len(), "a small import rewrote the file ({} -> {} bytes)", before.len(), after.len());
+    assert!(
+        after.len() >= before.len(),
+        "a small import rewrote the file ({} -> {} bytes)",
+        before.len(),
+        after.len()
+    );
 }
 
 /// A `--db` that names a FIFO (or another file that is not a regular one) is refused at once:
@@ -260,11 +400,32 @@ fn a_bulk_import_leaves_the_file_compact_and_a_small_one_leaves_it_be() {
 fn a_db_that_is_a_fifo_is_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("db.fifo");
-    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
     assert!(made.success());
-    for args in [&["snapshots"][..], &["sql", "SELECT 1"], &["import", data("small.json").to_str().unwrap()]] {
-        let output = memstate().arg("--db").arg(&fifo).args(args).timeout(std::time::Duration::from_secs(20)).output().unwrap();
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        assert!(String::from_utf8_lossy(&output.stderr).contains("not a regular file"), "{args:?}");
+    for args in [
+        &["snapshots"][..],
+        &["sql", "SELECT 1"],
+        &["import", data("small.json").to_str().unwrap()],
+    ] {
+        let output = memstate()
+            .arg("--db")
+            .arg(&fifo)
+            .args(args)
+            .timeout(std::time::Duration::from_secs(20))
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("not a regular file"),
+            "{args:?}"
+        );
     }
 }

@@ -13,7 +13,11 @@ fn load(name: &str) -> memstate::dump::Dump {
 }
 
 fn figures_of(dump: &memstate::dump::Dump, id: u64) -> (MemoryFigures, Vec<Range>) {
-    let memory = dump.memories.iter().find(|memory| memory.id == id).expect("memory in fixture");
+    let memory = dump
+        .memories
+        .iter()
+        .find(|memory| memory.id == id)
+        .expect("memory in fixture");
     let holes = holes(memory);
     (figures(memory, &holes), holes)
 }
@@ -26,8 +30,22 @@ fn expected_rows() -> Vec<(u64, Vec<f64>)> {
         .filter(|line| line.starts_with("| 0x"))
         .map(|line| {
             let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-            let id = u64::from_str_radix(cells[0].split_whitespace().next().unwrap().trim_start_matches("0x"), 16).unwrap();
-            (id, cells[1..].iter().map(|cell| cell.parse::<f64>().expect("a number")).collect())
+            let id = u64::from_str_radix(
+                cells[0]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .trim_start_matches("0x"),
+                16,
+            )
+            .unwrap();
+            (
+                id,
+                cells[1..]
+                    .iter()
+                    .map(|cell| cell.parse::<f64>().expect("a number"))
+                    .collect(),
+            )
         })
         .collect()
 }
@@ -49,7 +67,10 @@ fn as_row(figures: &MemoryFigures) -> Vec<f64> {
 fn assert_row_close(actual: &[f64], expected: &[f64], what: &str) {
     assert_eq!(actual.len(), expected.len());
     for (index, (a, e)) in actual.iter().zip(expected).enumerate() {
-        assert!((a - e).abs() <= 5e-6, "{what} column {index}: got {a}, expected {e}");
+        assert!(
+            (a - e).abs() <= 5e-6,
+            "{what} column {index}: got {a}, expected {e}"
+        );
     }
 }
 
@@ -106,24 +127,54 @@ fn hand_worked_fixtures() {
     // used = 100 + 400 + 100 = 600 (the overlap counted once); holes [500,600) and [700,1000):
     // free 400, largest 300, fragmentation 1 - 300/400 = 0.25; reclaimable 400 + 100 = 500;
     // unmovable = valid + pending_alloc = [0,300), so the largest reclaimable range is [300,1000) = 700.
-    check(1, [1000., 600., 400., 2., 300., 0.25, 500., 700., 0.], &[(500, 100), (700, 300)]);
+    check(
+        1,
+        [1000., 600., 400., 2., 300., 0.25, 500., 700., 0.],
+        &[(500, 100), (700, 300)],
+    );
     // 2: listed holes [200,300) and [700,900) (given out of order), valid [0,200), collectable [500,600).
     // used 300, free 300, largest 200, fragmentation 1 - 200/300; unaccounted = 1000 - 300 - 300 = 400
     // ([300,500), [600,700), [900,1000)); unmovable = [0,200) + unaccounted, so the free-able
     // ranges are [200,300), [500,600), [700,900): largest 200.
-    check(2, [1000., 300., 300., 2., 200., 1. / 3., 100., 200., 400.], &[(200, 100), (700, 200)]);
+    check(
+        2,
+        [1000., 300., 300., 2., 200., 1. / 3., 100., 200., 400.],
+        &[(200, 100), (700, 200)],
+    );
     // 3: empty: one hole of the whole capacity.
-    check(3, [4096., 0., 4096., 1., 4096., 0., 0., 4096., 0.], &[(0, 4096)]);
+    check(
+        3,
+        [4096., 0., 4096., 1., 4096., 0., 0., 4096., 0.],
+        &[(0, 4096)],
+    );
     // 4: full: valid [0,512), collectable [512,1024): no hole at all, fragmentation 0;
     // collecting frees [512,1024) = 512.
     check(4, [1024., 1024., 0., 0., 0., 0., 512., 512., 0.], &[]);
     // 5: given out of order: valid [600,700), collectable [0,100), valid [300,400).
     // holes [100,300), [400,600), [700,1000): free 700, largest 300, fragmentation 1 - 300/700;
     // reclaimable 100; unmovable [300,400) and [600,700): largest free-able [0,300) or [700,1000) = 300.
-    check(5, [1000., 300., 700., 3., 300., 1. - 300. / 700., 100., 300., 0.], &[(100, 200), (400, 200), (700, 300)]);
+    check(
+        5,
+        [
+            1000.,
+            300.,
+            700.,
+            3.,
+            300.,
+            1. - 300. / 700.,
+            100.,
+            300.,
+            0.,
+        ],
+        &[(100, 200), (400, 200), (700, 300)],
+    );
     // And the allocations come out sorted by offset.
     let memory = dump.memories.iter().find(|memory| memory.id == 5).unwrap();
-    let offsets: Vec<u64> = memory.allocations.iter().map(|allocation| allocation.offset).collect();
+    let offsets: Vec<u64> = memory
+        .allocations
+        .iter()
+        .map(|allocation| allocation.offset)
+        .collect();
     assert_eq!(offsets, vec![0, 300, 600]);
 }
 
@@ -163,7 +214,8 @@ fn random_memory(random: &mut Random) -> Memory {
             break;
         }
         let size = (1 + random.below(20)).min(capacity - cursor);
-        let state = [State::Valid, State::Collectable, State::PendingFree][random.below(3) as usize];
+        let state =
+            [State::Valid, State::Collectable, State::PendingFree][random.below(3) as usize];
         allocations.push(allocation(uid, state, cursor, size));
         uid += 1;
         if state == State::PendingFree && random.below(2) == 0 {
@@ -180,7 +232,10 @@ fn random_memory(random: &mut Random) -> Memory {
             // Keep, shrink (leaving unaccounted bytes on the right) or drop each gap.
             match random.below(3) {
                 0 => listed.push(Range { offset, size }),
-                1 if size > 1 => listed.push(Range { offset, size: size - 1 }),
+                1 if size > 1 => listed.push(Range {
+                    offset,
+                    size: size - 1,
+                }),
                 _ => {}
             }
         }
@@ -193,7 +248,16 @@ fn random_memory(random: &mut Random) -> Memory {
         let other = random.below(index as u64 + 1) as usize;
         allocations.swap(index, other);
     }
-    Memory { id: 1, kind: Sym(0), name: None, capacity, alignment: None, allocations, listed_holes, failed_requests: Vec::new() }
+    Memory {
+        id: 1,
+        kind: Sym(0),
+        name: None,
+        capacity,
+        alignment: None,
+        allocations,
+        listed_holes,
+        failed_requests: Vec::new(),
+    }
 }
 
 /// The same figures computed byte by byte, straight from FORMAT.md's definitions.
@@ -222,7 +286,9 @@ fn byte_model(memory: &Memory) -> (Vec<f64>, Vec<(u64, u64)>) {
         None => allocated.iter().map(|&taken| !taken).collect(),
     };
     let unaccounted: Vec<bool> = match &memory.listed_holes {
-        Some(_) => (0..capacity).map(|byte| !allocated[byte] && !listed[byte]).collect(),
+        Some(_) => (0..capacity)
+            .map(|byte| !allocated[byte] && !listed[byte])
+            .collect(),
         None => vec![false; capacity],
     };
     let runs = |set: &dyn Fn(usize) -> bool| {
@@ -244,7 +310,8 @@ fn byte_model(memory: &Memory) -> (Vec<f64>, Vec<(u64, u64)>) {
     // Listed holes are runs of listed bytes, except that two listed holes may touch: use the list.
     let holes: Vec<(u64, u64)> = match &memory.listed_holes {
         Some(holes) => {
-            let mut holes: Vec<(u64, u64)> = holes.iter().map(|hole| (hole.offset, hole.size)).collect();
+            let mut holes: Vec<(u64, u64)> =
+                holes.iter().map(|hole| (hole.offset, hole.size)).collect();
             holes.sort();
             holes
         }
@@ -253,14 +320,22 @@ fn byte_model(memory: &Memory) -> (Vec<f64>, Vec<(u64, u64)>) {
     let used = allocated.iter().filter(|&&taken| taken).count() as f64;
     let free_bytes = free.iter().filter(|&&byte| byte).count() as f64;
     let largest = holes.iter().map(|hole| hole.1).max().unwrap_or(0) as f64;
-    let fragmentation = if free_bytes == 0.0 { 0.0 } else { 1.0 - largest / free_bytes };
+    let fragmentation = if free_bytes == 0.0 {
+        0.0
+    } else {
+        1.0 - largest / free_bytes
+    };
     let reclaimable: u64 = memory
         .allocations
         .iter()
         .filter(|allocation| matches!(allocation.state, State::Collectable | State::PendingFree))
         .map(|allocation| allocation.size)
         .sum();
-    let largest_reclaimable = runs(&|byte| !unmovable[byte] && !unaccounted[byte]).iter().map(|run| run.1).max().unwrap_or(0);
+    let largest_reclaimable = runs(&|byte| !unmovable[byte] && !unaccounted[byte])
+        .iter()
+        .map(|run| run.1)
+        .max()
+        .unwrap_or(0);
     let unaccounted_bytes = unaccounted.iter().filter(|&&byte| byte).count() as f64;
     (
         vec![
@@ -285,13 +360,19 @@ fn figures_agree_with_a_byte_map_on_random_memories() {
         let mut memory = random_memory(&mut random);
         let (expected, expected_holes) = byte_model(&memory);
         // The parser sorts allocations and listed holes; do the same as it would.
-        memory.allocations.sort_by_key(|allocation| (allocation.offset, allocation.size, allocation.uid));
+        memory
+            .allocations
+            .sort_by_key(|allocation| (allocation.offset, allocation.size, allocation.uid));
         if let Some(listed) = &mut memory.listed_holes {
             listed.sort();
         }
         let holes = holes(&memory);
         let actual = figures(&memory, &holes);
-        assert_row_close(&as_row(&actual), &expected, &format!("case {case}: {memory:?}"));
+        assert_row_close(
+            &as_row(&actual),
+            &expected,
+            &format!("case {case}: {memory:?}"),
+        );
         let holes: Vec<(u64, u64)> = holes.iter().map(|hole| (hole.offset, hole.size)).collect();
         assert_eq!(holes, expected_holes, "case {case}");
     }

@@ -16,7 +16,10 @@ use serde_json::{json, Value};
 use crate::common::data;
 
 fn seeds() -> Vec<Vec<u8>> {
-    let mut seeds = vec![std::fs::read(data("small.json")).unwrap(), std::fs::read(data("figures.json")).unwrap()];
+    let mut seeds = vec![
+        std::fs::read(data("small.json")).unwrap(),
+        std::fs::read(data("figures.json")).unwrap(),
+    ];
     for name in ["n0-s0.json", "n0-s1.json", "n0-s2.json", "n1-s0.json"] {
         seeds.push(std::fs::read(data("run").join(name)).unwrap());
     }
@@ -103,7 +106,10 @@ fn mutate_bytes(bytes: &mut Vec<u8>, random: &mut Random) {
             let stretch = bytes[at..end].to_vec();
             bytes.splice(at..at, stretch);
         }
-        3 => bytes[at] = [b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', 0, 0xff][random.below(10) as usize],
+        3 => {
+            bytes[at] = [b'{', b'}', b'[', b']', b'"', b',', b':', b'\\', 0, 0xff]
+                [random.below(10) as usize]
+        }
         _ => {
             bytes.remove(at);
         }
@@ -118,10 +124,16 @@ fn check_figures(dump: &dump::Dump) {
         assert!(figures.free_bytes <= memory.capacity);
         assert!(figures.largest_hole <= figures.free_bytes);
         assert!((0.0..=1.0).contains(&figures.fragmentation));
-        assert!(figures.largest_reclaimable >= figures.largest_hole, "a hole is reclaimable space");
+        assert!(
+            figures.largest_reclaimable >= figures.largest_hole,
+            "a hole is reclaimable space"
+        );
         assert_eq!(figures.allocation_count, memory.allocations.len() as u64);
         if memory.listed_holes.is_some() {
-            assert_eq!(figures.used_bytes + figures.free_bytes + figures.unaccounted_bytes, memory.capacity);
+            assert_eq!(
+                figures.used_bytes + figures.free_bytes + figures.unaccounted_bytes,
+                memory.capacity
+            );
         } else {
             assert_eq!(figures.used_bytes + figures.free_bytes, memory.capacity);
         }
@@ -131,8 +143,14 @@ fn check_figures(dump: &dump::Dump) {
 #[test]
 #[ignore = "a long fuzz run: MEMSTATE_FUZZ_EXECUTIONS=200000 cargo test --release fuzz -- --ignored"]
 fn fuzz_the_reader_and_the_importer() {
-    let executions: u64 = std::env::var("MEMSTATE_FUZZ_EXECUTIONS").ok().and_then(|text| text.parse().ok()).unwrap_or(20_000);
-    let seed: u64 = std::env::var("MEMSTATE_FUZZ_SEED").ok().and_then(|text| text.parse().ok()).unwrap_or(1);
+    let executions: u64 = std::env::var("MEMSTATE_FUZZ_EXECUTIONS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(20_000);
+    let seed: u64 = std::env::var("MEMSTATE_FUZZ_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1);
     let mut random = Random::new(seed);
     let seeds = seeds();
     let dir = tempfile::tempdir().unwrap();
@@ -153,9 +171,18 @@ fn fuzz_the_reader_and_the_importer() {
         for _ in 0..random.below(3) {
             mutate_bytes(&mut bytes, &mut random);
         }
-        let parsed = catch_unwind(AssertUnwindSafe(|| parse_document(&bytes, "fuzz.json", Options::default())));
-        let parsed = parsed.unwrap_or_else(|_| panic!("execution {execution}: the reader panicked on {}", String::from_utf8_lossy(&bytes)));
-        let Ok(Document::Dump(dump)) = parsed else { continue };
+        let parsed = catch_unwind(AssertUnwindSafe(|| {
+            parse_document(&bytes, "fuzz.json", Options::default())
+        }));
+        let parsed = parsed.unwrap_or_else(|_| {
+            panic!(
+                "execution {execution}: the reader panicked on {}",
+                String::from_utf8_lossy(&bytes)
+            )
+        });
+        let Ok(Document::Dump(dump)) = parsed else {
+            continue;
+        };
         accepted += 1;
         check_figures(&dump);
         // Every tenth accepted dump goes through the importer and back through the views.
@@ -164,17 +191,45 @@ fn fuzz_the_reader_and_the_importer() {
             dump.snapshot.seq = execution as i64;
             let prepared = dump::prepare(dump);
             let mut importer = memstate::db::Importer::new(&mut database.conn, "fuzz.db");
-            let outcome = importer.import(&prepared, "fuzz.json", true).unwrap_or_else(|error| panic!("execution {execution}: {error}"));
+            let outcome = importer
+                .import(&prepared, "fuzz.json", true)
+                .unwrap_or_else(|error| panic!("execution {execution}: {error}"));
             let again = importer.import(&prepared, "fuzz.json", false).unwrap();
-            assert!(matches!(again, memstate::db::Outcome::Unchanged { .. }), "execution {execution}: not idempotent");
+            assert!(
+                matches!(again, memstate::db::Outcome::Unchanged { .. }),
+                "execution {execution}: not idempotent"
+            );
             let snapshot_id = match outcome {
-                memstate::db::Outcome::Imported { snapshot_id, .. } | memstate::db::Outcome::Replaced { snapshot_id, .. } => snapshot_id,
+                memstate::db::Outcome::Imported { snapshot_id, .. }
+                | memstate::db::Outcome::Replaced { snapshot_id, .. } => snapshot_id,
                 memstate::db::Outcome::Unchanged { snapshot_id } => snapshot_id,
             };
-            let rows: i64 = database.conn.query_row("SELECT count(*) FROM allocations WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0)).unwrap();
-            assert_eq!(rows as usize, prepared.dump.allocation_count(), "execution {execution}: allocations read back");
-            let holes: i64 = database.conn.query_row("SELECT count(*) FROM holes WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0)).unwrap();
-            assert_eq!(holes as usize, prepared.holes.iter().map(Vec::len).sum::<usize>(), "execution {execution}: holes read back");
+            let rows: i64 = database
+                .conn
+                .query_row(
+                    "SELECT count(*) FROM allocations WHERE snapshot_id = ?1",
+                    [snapshot_id],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(
+                rows as usize,
+                prepared.dump.allocation_count(),
+                "execution {execution}: allocations read back"
+            );
+            let holes: i64 = database
+                .conn
+                .query_row(
+                    "SELECT count(*) FROM holes WHERE snapshot_id = ?1",
+                    [snapshot_id],
+                    |row| row.get(0),
+                )
+                .unwrap();
+            assert_eq!(
+                holes as usize,
+                prepared.holes.iter().map(Vec::len).sum::<usize>(),
+                "execution {execution}: holes read back"
+            );
             imported += 1;
         }
     }

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::common::{contents, data, have, import, memstate, scalar, set, small, write, write_json};
+use crate::common::{
+    contents, data, have, import, memstate, scalar, set, small, write, write_json,
+};
 
 fn binary() -> PathBuf {
     assert_cmd::cargo::cargo_bin("memstate")
@@ -21,7 +23,11 @@ fn binary() -> PathBuf {
 /// peak is the child's own VmHWM, read while it runs (wait4's ru_maxrss would count the memory of
 /// this test process, which the child is spawned from, before its exec).
 fn peak_mib(command: &mut Command) -> (i32, f64, String) {
-    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = command
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let status_file = format!("/proc/{}/status", child.id());
     let mut stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
@@ -32,7 +38,17 @@ fn peak_mib(command: &mut Command) -> (i32, f64, String) {
     let mut peak_kib = 0u64;
     let status = loop {
         if let Ok(text) = std::fs::read_to_string(&status_file) {
-            if let Some(kib) = text.lines().find_map(|line| line.strip_prefix("VmHWM:")).and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok()) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|line| line.strip_prefix("VmHWM:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
+            {
                 peak_kib = peak_kib.max(kib);
             }
         }
@@ -41,7 +57,11 @@ fn peak_mib(command: &mut Command) -> (i32, f64, String) {
         }
         std::thread::sleep(Duration::from_millis(2));
     };
-    (status.code().unwrap_or(-1), peak_kib as f64 / 1024.0, reader.join().unwrap())
+    (
+        status.code().unwrap_or(-1),
+        peak_kib as f64 / 1024.0,
+        reader.join().unwrap(),
+    )
 }
 
 fn sha(path: &Path) -> Vec<u8> {
@@ -53,15 +73,29 @@ fn a_first_import_killed_at_any_write_never_bricks_the_database() {
     if !have("strace", "to kill the import at every write") {
         return;
     }
-    let traced = Command::new("strace").args(["-f", "-qq", "-o", "/dev/null", "true"]).status().map(|status| status.success()).unwrap_or(false);
-    assert!(traced, "strace is installed but cannot trace here (ptrace not permitted?)");
+    let traced = Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
+        .status()
+        .map(|status| status.success())
+        .unwrap_or(false);
+    assert!(
+        traced,
+        "strace is installed but cannot trace here (ptrace not permitted?)"
+    );
     let dir = tempfile::tempdir().unwrap();
     let mut killed = 0;
     for write_number in 1.. {
         let db = dir.path().join(format!("t{write_number}.db"));
         // SIGKILL at the n-th pwrite64 of the process (SQLite writes pages with pwrite).
         let output = Command::new("strace")
-            .args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject=pwrite64:signal=KILL:when={write_number}")])
+            .args([
+                "-f",
+                "-qq",
+                "-o",
+                "/dev/null",
+                "-e",
+                &format!("inject=pwrite64:signal=KILL:when={write_number}"),
+            ])
             .arg(binary())
             .arg("--db")
             .arg(&db)
@@ -72,8 +106,16 @@ fn a_first_import_killed_at_any_write_never_bricks_the_database() {
         let finished = output.status.success();
         // Whatever was left, the next import (a new process) finishes it.
         import(&db, &[&data("small.json")], 0);
-        assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 1, "after a kill at write {write_number}");
-        assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM allocations"), 7, "after a kill at write {write_number}");
+        assert_eq!(
+            scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
+            1,
+            "after a kill at write {write_number}"
+        );
+        assert_eq!(
+            scalar::<i64>(&db, "SELECT count(*) FROM allocations"),
+            7,
+            "after a kill at write {write_number}"
+        );
         assert_eq!(scalar::<String>(&db, "PRAGMA integrity_check"), "ok");
         if finished {
             break;
@@ -107,18 +149,44 @@ fn half_made_schemas_left_by_an_older_memstate_are_finished() {
 #[test]
 fn many_importers_creating_the_same_new_database_all_succeed() {
     let dir = tempfile::tempdir().unwrap();
-    let files: Vec<PathBuf> = (0..4).map(|seq| write_json(dir.path(), &format!("d{seq}.json"), &set(small(), "/snapshot/seq", json!(seq)))).collect();
+    let files: Vec<PathBuf> = (0..4)
+        .map(|seq| {
+            write_json(
+                dir.path(),
+                &format!("d{seq}.json"),
+                &set(small(), "/snapshot/seq", json!(seq)),
+            )
+        })
+        .collect();
     for round in 0..30 {
         let db = dir.path().join(format!("shared{round}.db"));
         let children: Vec<_> = files
             .iter()
-            .map(|file| Command::new(binary()).arg("--db").arg(&db).args(["import", "--quiet"]).arg(file).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap())
+            .map(|file| {
+                Command::new(binary())
+                    .arg("--db")
+                    .arg(&db)
+                    .args(["import", "--quiet"])
+                    .arg(file)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
             .collect();
         for child in children {
             let output = child.wait_with_output().unwrap();
-            assert!(output.status.success(), "round {round}: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(
+                output.status.success(),
+                "round {round}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
-        assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 4, "round {round}");
+        assert_eq!(
+            scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
+            4,
+            "round {round}"
+        );
     }
 }
 
@@ -128,7 +196,8 @@ fn a_decompression_bomb_is_refused_with_bounded_memory() {
     // 300 MB of a valid-looking document that decompresses from a few dozen KB.
     let mut bomb = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
     use std::io::Write;
-    bomb.write_all(b"{\"format\": \"memstate-dump\", \"pad\": \"").unwrap();
+    bomb.write_all(b"{\"format\": \"memstate-dump\", \"pad\": \"")
+        .unwrap();
     let chunk = vec![b'a'; 1 << 20];
     for _ in 0..300 {
         bomb.write_all(&chunk).unwrap();
@@ -137,16 +206,38 @@ fn a_decompression_bomb_is_refused_with_bounded_memory() {
     let bomb = write(dir.path(), "bomb.json.zst", &bomb.finish().unwrap());
     assert!(std::fs::metadata(&bomb).unwrap().len() < 1 << 20);
     let db = dir.path().join("t.db");
-    let (status, peak, stderr) =
-        peak_mib(Command::new(binary()).arg("--db").arg(&db).args(["import", "--quiet", "--max-dump-size", "64MiB"]).arg(&bomb).arg(data("small.json")));
+    let (status, peak, stderr) = peak_mib(
+        Command::new(binary())
+            .arg("--db")
+            .arg(&db)
+            .args(["import", "--quiet", "--max-dump-size", "64MiB"])
+            .arg(&bomb)
+            .arg(data("small.json")),
+    );
     assert_eq!(status, 1, "{stderr}");
-    assert!(stderr.contains("bomb.json.zst") && stderr.contains("limit for one dump") && stderr.contains("--max-dump-size"), "{stderr}");
-    assert!(peak < 200.0, "peak memory {peak:.0} MiB for a 300 MB record with a 64 MiB limit");
+    assert!(
+        stderr.contains("bomb.json.zst")
+            && stderr.contains("limit for one dump")
+            && stderr.contains("--max-dump-size"),
+        "{stderr}"
+    );
+    assert!(
+        peak < 200.0,
+        "peak memory {peak:.0} MiB for a 300 MB record with a 64 MiB limit"
+    );
     // With a smaller limit, far less.
-    let (status, peak, stderr) = peak_mib(Command::new(binary()).args(["validate", "--quiet", "--max-dump-size", "1MiB"]).arg(&bomb));
+    let (status, peak, stderr) = peak_mib(
+        Command::new(binary())
+            .args(["validate", "--quiet", "--max-dump-size", "1MiB"])
+            .arg(&bomb),
+    );
     assert_eq!(status, 1, "{stderr}");
     assert!(peak < 40.0, "peak memory {peak:.0} MiB with a 1 MiB limit");
-    assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 1, "the good dump landed");
+    assert_eq!(
+        scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
+        1,
+        "the good dump landed"
+    );
 }
 
 #[test]
@@ -158,28 +249,60 @@ fn a_blank_stream_is_refused_and_a_line_over_the_limit_is_skipped() {
         blank.write_all(&vec![b' '; 1 << 20]).unwrap();
     }
     let blank = write(dir.path(), "blank.ndjson.zst", &blank.finish().unwrap());
-    let (status, peak, stderr) = peak_mib(Command::new(binary()).args(["validate", "--quiet", "--max-dump-size", "4MiB"]).arg(&blank));
+    let (status, peak, stderr) = peak_mib(
+        Command::new(binary())
+            .args(["validate", "--quiet", "--max-dump-size", "4MiB"])
+            .arg(&blank),
+    );
     assert_eq!(status, 1, "{stderr}");
-    assert!(stderr.contains("blank.ndjson.zst:1") && stderr.contains("limit"), "{stderr}");
+    assert!(
+        stderr.contains("blank.ndjson.zst:1") && stderr.contains("limit"),
+        "{stderr}"
+    );
     assert!(peak < 40.0, "peak {peak:.0} MiB");
     let empty = write(dir.path(), "empty.ndjson", b"\n\n  \n");
     let output = memstate().args(["validate"]).arg(&empty).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no dump in this stream"), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("no dump in this stream"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     // A stream whose second line is too long: the first and third land.
-    let line = |seq: i64| serde_json::to_string(&set(small(), "/snapshot/seq", json!(seq))).unwrap();
-    let long = format!("{}\n{}{}\n{}\n", line(1), line(2), " ".repeat(3 << 20), line(3));
+    let line =
+        |seq: i64| serde_json::to_string(&set(small(), "/snapshot/seq", json!(seq))).unwrap();
+    let long = format!(
+        "{}\n{}{}\n{}\n",
+        line(1),
+        line(2),
+        " ".repeat(3 << 20),
+        line(3)
+    );
     let stream = write(dir.path(), "s.ndjson", long.as_bytes());
     let db = dir.path().join("t.db");
-    let output = memstate().arg("--db").arg(&db).args(["import", "--max-dump-size", "2MiB"]).arg(&stream).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--max-dump-size", "2MiB"])
+        .arg(&stream)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("s.ndjson:2: larger than"), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("s.ndjson:2: larger than"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     assert_eq!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots"), 2);
 }
 
 /// Run `command` with a deadline; its output, or a failure naming the hang.
 fn within(mut command: Command, seconds: u64) -> std::process::Output {
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     let started = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > Duration::from_secs(seconds) {
@@ -208,9 +331,19 @@ fn link_loops_and_fifos_in_a_folder_do_not_hang_the_import() {
     command.arg("--db").arg(&db).arg("import").arg(&folder);
     let output = within(command, 30);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     // a.json and the link to it (the same dump: unchanged); the FIFO and both folder links skipped.
-    assert!(stdout.contains("imported 1 dumps") && stdout.contains("1 unchanged") && stdout.contains("3 entries skipped"), "{stdout}");
+    assert!(
+        stdout.contains("imported 1 dumps")
+            && stdout.contains("1 unchanged")
+            && stdout.contains("3 entries skipped"),
+        "{stdout}"
+    );
 }
 
 /// A command for the unprivileged `nobody` when the tests run as root (root ignores permissions).
@@ -230,7 +363,10 @@ fn a_database_in_a_read_only_folder_or_file_is_read_without_writing() {
     let db = folder.join("run.db");
     import(&db, &[&data("run"), &data("small.json")], 0);
     for suffix in ["-wal", "-shm", "-journal"] {
-        assert!(!Path::new(&format!("{}{suffix}", db.display())).exists(), "{suffix} left after the import");
+        assert!(
+            !Path::new(&format!("{}{suffix}", db.display())).exists(),
+            "{suffix} left after the import"
+        );
     }
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o444)).unwrap();
@@ -241,15 +377,42 @@ fn a_database_in_a_read_only_folder_or_file_is_read_without_writing() {
     std::fs::copy(binary(), &program).unwrap();
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
     let before = sha(&db);
-    for args in [vec!["snapshots"], vec!["oom"], vec!["sql", "SELECT count(*) FROM allocations"], vec!["report", "churn", "-p", "run=golden"]] {
-        let output = as_reader(&program).arg("--db").arg(&db).args(&args).env_remove("MEMSTATE_DB").output().unwrap();
-        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    for args in [
+        vec!["snapshots"],
+        vec!["oom"],
+        vec!["sql", "SELECT count(*) FROM allocations"],
+        vec!["report", "churn", "-p", "run=golden"],
+    ] {
+        let output = as_reader(&program)
+            .arg("--db")
+            .arg(&db)
+            .args(&args)
+            .env_remove("MEMSTATE_DB")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
-    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 1, "files appeared beside the database");
+    assert_eq!(
+        std::fs::read_dir(&folder).unwrap().count(),
+        1,
+        "files appeared beside the database"
+    );
     assert_eq!(sha(&db), before);
     if have("sqlite3", "to read the database as a plain reader") {
-        let output = as_reader(Path::new("sqlite3")).arg(&db).arg("SELECT count(*) FROM allocations").output().unwrap();
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let output = as_reader(Path::new("sqlite3"))
+            .arg(&db)
+            .arg("SELECT count(*) FROM allocations")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "23");
         assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 1);
     }
@@ -260,15 +423,36 @@ fn a_database_in_a_read_only_folder_or_file_is_read_without_writing() {
 fn readers_work_while_an_import_runs() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("run");
-    let config = memstate::sim::Config { steps: 400, continue_after_oom: true, intensity: 3.0, ..Default::default() };
+    let config = memstate::sim::Config {
+        steps: 400,
+        continue_after_oom: true,
+        intensity: 3.0,
+        ..Default::default()
+    };
     memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
-    let mut importer = Command::new(binary()).arg("--db").arg(&db).args(["import", "--quiet"]).arg(&folder).stdout(Stdio::null()).spawn().unwrap();
+    let mut importer = Command::new(binary())
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--quiet"])
+        .arg(&folder)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut reads = 0;
     while importer.try_wait().unwrap().is_none() {
-        let output = memstate().arg("--db").arg(&db).args(["sql", "SELECT count(*) FROM snapshots"]).output().unwrap();
-        assert!(output.status.success(), "a read during the import failed: {}", String::from_utf8_lossy(&output.stderr));
+        let output = memstate()
+            .arg("--db")
+            .arg(&db)
+            .args(["sql", "SELECT count(*) FROM snapshots"])
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "a read during the import failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         reads += 1;
     }
     assert!(importer.wait().unwrap().success());
@@ -281,26 +465,54 @@ fn a_failure_inside_the_reader_is_an_error_naming_the_file_not_the_end_of_input(
     let folder = dir.path().join("run");
     std::fs::create_dir(&folder).unwrap();
     for seq in 0..5 {
-        write_json(&folder, &format!("d{seq}.json"), &set(small(), "/snapshot/seq", json!(seq)));
+        write_json(
+            &folder,
+            &format!("d{seq}.json"),
+            &set(small(), "/snapshot/seq", json!(seq)),
+        );
     }
     let db = dir.path().join("t.db");
-    let output = memstate().env("MEMSTATE_INJECT_PANIC", "d2.json").arg("--db").arg(&db).args(["import"]).arg(&folder).output().unwrap();
+    let output = memstate()
+        .env("MEMSTATE_INJECT_PANIC", "d2.json")
+        .arg("--db")
+        .arg(&db)
+        .args(["import"])
+        .arg(&folder)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("d2.json") && stderr.contains("a bug"), "{stderr}");
+    assert!(
+        stderr.contains("d2.json") && stderr.contains("a bug"),
+        "{stderr}"
+    );
 }
 
 fn refused_untouched(db: &Path, words: &str) {
     let before = sha(db);
-    let output = memstate().arg("--db").arg(db).arg("import").arg(data("small.json")).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(db)
+        .arg("import")
+        .arg(data("small.json"))
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(words), "{stderr} lacks {words:?}");
-    let output = memstate().arg("--db").arg(db).args(["sql", "SELECT 1"]).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(db)
+        .args(["sql", "SELECT 1"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(sha(db), before, "{} changed", db.display());
     for suffix in ["-wal", "-shm"] {
-        assert!(!Path::new(&format!("{}{suffix}", db.display())).exists(), "{suffix} appeared");
+        assert!(
+            !Path::new(&format!("{}{suffix}", db.display())).exists(),
+            "{suffix} appeared"
+        );
     }
 }
 
@@ -320,12 +532,18 @@ fn foreign_and_newer_databases_are_refused_byte_for_byte_untouched() {
     refused_untouched(&db, "not a memstate database");
     // A database holding only a view.
     let db = dir.path().join("view.db");
-    Connection::open(&db).unwrap().execute_batch("CREATE VIEW answer AS SELECT 42;").unwrap();
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE VIEW answer AS SELECT 42;")
+        .unwrap();
     refused_untouched(&db, "not a memstate database");
     // A memstate database whose user_version says a newer memstate wrote it.
     let db = dir.path().join("newer.db");
     import(&db, &[&data("small.json")], 0);
-    Connection::open(&db).unwrap().execute_batch("PRAGMA user_version = 77;").unwrap();
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 77;")
+        .unwrap();
     refused_untouched(&db, "newer memstate (schema version 77");
 }
 
@@ -337,7 +555,10 @@ fn the_same_dump_reordered_is_unchanged() {
     let before = contents(&db);
     let mut dump = small();
     dump["memories"].as_array_mut().unwrap().reverse();
-    dump["memories"][1]["allocations"].as_array_mut().unwrap().reverse();
+    dump["memories"][1]["allocations"]
+        .as_array_mut()
+        .unwrap()
+        .reverse();
     // The same strings, interned in another order.
     let reordered = write_json(dir.path(), "reordered.json", &dump);
     let out = import(&db, &[&reordered], 0);
@@ -357,19 +578,62 @@ fn small_input_rules() {
     };
     let text = serde_json::to_string(&small()).unwrap();
     // -0 is zero (JSON Schema's integer admits it).
-    check("minus-zero.json", text.replacen("\"offset\":0,", "\"offset\":-0,", 1).as_bytes(), 0, "");
-    check("small-negative.json", text.replacen("\"offset\":0,", "\"offset\":-99999999999999999999,", 1).as_bytes(), 1, "too small");
+    check(
+        "minus-zero.json",
+        text.replacen("\"offset\":0,", "\"offset\":-0,", 1)
+            .as_bytes(),
+        0,
+        "",
+    );
+    check(
+        "small-negative.json",
+        text.replacen("\"offset\":0,", "\"offset\":-99999999999999999999,", 1)
+            .as_bytes(),
+        1,
+        "too small",
+    );
     // A UTF-8 byte order mark is accepted.
-    check("bom.json", &[b"\xEF\xBB\xBF".as_slice(), text.as_bytes()].concat(), 0, "");
+    check(
+        "bom.json",
+        &[b"\xEF\xBB\xBF".as_slice(), text.as_bytes()].concat(),
+        0,
+        "",
+    );
     // A key written twice is refused, by name.
-    check("twice.json", text.replacen("\"size\":262144,", "\"size\":262144,\"size\":1,", 1).as_bytes(), 1, "memories[0].allocations[0].size: the key \"size\" is written more than once");
-    check("twice-top.json", text.replacen("\"format\":\"memstate-dump\",", "\"format\":\"memstate-dump\",\"format\":\"memstate-dump\",", 1).as_bytes(), 1, "format: the key \"format\" is written more than once");
+    check(
+        "twice.json",
+        text.replacen("\"size\":262144,", "\"size\":262144,\"size\":1,", 1)
+            .as_bytes(),
+        1,
+        "memories[0].allocations[0].size: the key \"size\" is written more than once",
+    );
+    check(
+        "twice-top.json",
+        text.replacen(
+            "\"format\":\"memstate-dump\",",
+            "\"format\":\"memstate-dump\",\"format\":\"memstate-dump\",",
+            1,
+        )
+        .as_bytes(),
+        1,
+        "format: the key \"format\" is written more than once",
+    );
     // An annotations file needs a run id.
-    check("empty-run.json", br#"{"format": "memstate-annotations", "version": 1, "run": {"id": ""}, "links": []}"#, 1, "run.id: expected a non-empty run id");
+    check(
+        "empty-run.json",
+        br#"{"format": "memstate-annotations", "version": 1, "run": {"id": ""}, "links": []}"#,
+        1,
+        "run.id: expected a non-empty run id",
+    );
     // Corrupt zstd data says so (here a frame header that asks for a dictionary).
     let mut zst = zstd::stream::encode_all(text.as_bytes(), 3).unwrap();
     zst[4] ^= 0x03;
-    check("corrupt.json.zst", &zst, 1, "corrupt or truncated compressed data");
+    check(
+        "corrupt.json.zst",
+        &zst,
+        1,
+        "corrupt or truncated compressed data",
+    );
 }
 
 #[test]
@@ -382,24 +646,54 @@ fn allocations_of_a_snapshot_with_more_memories_than_sqlite_has_variables() {
     let path = write_json(dir.path(), "wide.json", &dump);
     let db = dir.path().join("t.db");
     import(&db, &[&path], 0);
-    let output = memstate().arg("--db").arg(&db).args(["allocations", "--by", "kind", "--format", "csv"]).output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(String::from_utf8_lossy(&output.stdout).contains(",internal,33000,264000,8"), "{}", String::from_utf8_lossy(&output.stdout));
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["allocations", "--by", "kind", "--format", "csv"])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(",internal,33000,264000,8"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }
 
 #[test]
 fn markup_in_dump_strings_reaches_the_map_page_inert() {
     let dir = tempfile::tempdir().unwrap();
-    let dump = set(small(), "/memories/0/allocations/5/label", json!("<!--<script>alert(1)</script>"));
+    let dump = set(
+        small(),
+        "/memories/0/allocations/5/label",
+        json!("<!--<script>alert(1)</script>"),
+    );
     let path = write_json(dir.path(), "markup.json", &dump);
     let db = dir.path().join("t.db");
     import(&db, &[&path], 0);
     let page = dir.path().join("map.html");
-    let output = memstate().arg("--db").arg(&db).args(["map", "--html"]).arg(&page).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
     assert!(output.status.success());
     let html = std::fs::read_to_string(&page).unwrap();
     let data = &html[html.find("const DATA = ").unwrap()..];
     let data = &data[..data.find("</script>").unwrap()];
-    assert!(!data.contains('<'), "a '<' of the data reached the page: {}", &data[..200.min(data.len())]);
-    assert!(data.contains("\\u003c!--\\u003cscript"), "the label is in the data, escaped");
+    assert!(
+        !data.contains('<'),
+        "a '<' of the data reached the page: {}",
+        &data[..200.min(data.len())]
+    );
+    assert!(
+        data.contains("\\u003c!--\\u003cscript"),
+        "the label is in the data, escaped"
+    );
 }

@@ -20,7 +20,13 @@ use crate::common::data;
 fn golden_db(dir: &Path) -> PathBuf {
     let db = dir.join("golden.db");
     let mut database = memstate::db::open(&db).unwrap();
-    let summary = memstate::ingest::import(&mut database, &[data("run").display().to_string()], Default::default(), &mut |_| {}).unwrap();
+    let summary = memstate::ingest::import(
+        &mut database,
+        &[data("run").display().to_string()],
+        Default::default(),
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!((summary.imported, summary.refused), (4, 0));
     db
 }
@@ -28,7 +34,10 @@ fn golden_db(dir: &Path) -> PathBuf {
 fn run(db: &Path, name: &str, parameters: &[(&str, &str)]) -> (Vec<String>, Vec<Vec<Cell>>) {
     let database = memstate::db::open_read_only(db).unwrap();
     let query = canned::find(name).unwrap();
-    let parameters: Vec<(String, String)> = parameters.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let parameters: Vec<(String, String)> = parameters
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let table = canned::execute(&database.conn, &query, &parameters).unwrap();
     (table.columns, table.rows)
 }
@@ -37,7 +46,9 @@ fn same(cell: &Cell, expected: &str) -> bool {
     match cell {
         Cell::Null => expected == "NULL",
         Cell::Integer(number) => expected.parse::<i64>() == Ok(*number),
-        Cell::Real(number) => expected.parse::<f64>().is_ok_and(|value| (value - number).abs() < 1e-9),
+        Cell::Real(number) => expected
+            .parse::<f64>()
+            .is_ok_and(|value| (value - number).abs() < 1e-9),
         Cell::Text(text) => text == expected,
         Cell::Blob(_) | Cell::Json(_) => false,
     }
@@ -51,7 +62,10 @@ fn check(db: &Path, name: &str, parameters: &[(&str, &str)], columns: &str, expe
         let cells: Vec<&str> = line.split(',').collect();
         assert_eq!(row.len(), cells.len(), "{name} row {index}");
         for (cell, text) in row.iter().zip(&cells) {
-            assert!(same(cell, text), "{name} row {index}: got {row:?}, expected {line}");
+            assert!(
+                same(cell, text),
+                "{name} row {index}: got {row:?}, expected {line}"
+            );
         }
     }
 }
@@ -63,13 +77,25 @@ fn golden_answers_worked_out_by_hand() {
     let third = 1.0 / 9.0;
     // seq 2 GPU holes: [100,200) 100, [250,500) 250, [800,850) 50, [950,1000) 50; free 450.
     // Largest first, ties by offset, top 3: running totals 250, 350, 400.
-    check(&db, "largest-holes", &[("snapshot_id", "3"), ("memory_id", "1"), ("top", "3")], "offset,size,running_total,share_of_free", &[
-        &format!("250,250,250,{}", 250.0 / 450.0),
-        &format!("100,100,350,{}", 100.0 / 450.0),
-        &format!("800,50,400,{third}"),
-    ]);
+    check(
+        &db,
+        "largest-holes",
+        &[("snapshot_id", "3"), ("memory_id", "1"), ("top", "3")],
+        "offset,size,running_total,share_of_free",
+        &[
+            &format!("250,250,250,{}", 250.0 / 450.0),
+            &format!("100,100,350,{}", 100.0 / 450.0),
+            &format!("800,50,400,{third}"),
+        ],
+    );
     // 50, 50 → class 32; 100 → class 64; 250 → class 128.
-    check(&db, "hole-histogram", &[("snapshot_id", "3"), ("memory_id", "1")], "size_class,hole_count,bytes", &["32,2,100", "64,1,100", "128,1,250"]);
+    check(
+        &db,
+        "hole-histogram",
+        &[("snapshot_id", "3"), ("memory_id", "1")],
+        "size_class,hole_count,bytes",
+        &["32,2,100", "64,1,100", "128,1,250"],
+    );
     // Per memory per seq, from the fixture: GPU seq 0 used 210, holes 100+100+590, largest reclaimable
     // 590 (unmovable [0,100), [400,410)); seq 1 used 510 (the pending_alloc inside the pending_free),
     // holes 100+100+90+200, unmovable adds [200,250) and [500,800): largest free-able 200; seq 2
@@ -83,42 +109,90 @@ fn golden_answers_worked_out_by_hand() {
         &format!("0,0x1e00000000000003,GPU_FB_MEM,2,2,550,450,4,250,{},300,600", 1.0 - 250.0 / 450.0),
         "1,0x1e00010000000003,GPU_FB_MEM,0,0.000000005,500,1500,1,1500,0,0,1500",
     ]);
-    check(&db, "live-allocations", &[("snapshot_id", "3"), ("top", "10")], "handle,uid,kind,state,offset,size,provenance,label", &[
-        "0x1e00000000000003,0x0000000000000005,instance,collectable,500,300,a.py:1,NULL",
-        "0x1e00000000000000,0x000000000000000a,internal,valid,0,100,runtime,NULL",
-        "0x1e00000000000003,0x0000000000000001,instance,valid,0,100,a.py:1,NULL",
-        "0x1e00000000000003,0x0000000000000006,instance,valid,850,100,a.py:1,NULL",
-        "0x1e00000000000003,0x0000000000000004,instance,valid,200,50,a.py:4,NULL",
-    ]);
+    check(
+        &db,
+        "live-allocations",
+        &[("snapshot_id", "3"), ("top", "10")],
+        "handle,uid,kind,state,offset,size,provenance,label",
+        &[
+            "0x1e00000000000003,0x0000000000000005,instance,collectable,500,300,a.py:1,NULL",
+            "0x1e00000000000000,0x000000000000000a,internal,valid,0,100,runtime,NULL",
+            "0x1e00000000000003,0x0000000000000001,instance,valid,0,100,a.py:1,NULL",
+            "0x1e00000000000003,0x0000000000000006,instance,valid,850,100,a.py:1,NULL",
+            "0x1e00000000000003,0x0000000000000004,instance,valid,200,50,a.py:4,NULL",
+        ],
+    );
     // seq 2 holds 650 bytes: instances 1, 4, 5, 6 (550) and the internal 10 (100).
-    check(&db, "usage-by-kind", &[("snapshot_id", "3")], "kind,allocation_count,bytes,share", &[
-        &format!("instance,4,550,{}", 550.0 / 650.0),
-        &format!("internal,1,100,{}", 100.0 / 650.0),
-    ]);
-    check(&db, "usage-by-state", &[("snapshot_id", "3")], "state,allocation_count,bytes,share", &[
-        &format!("valid,4,350,{}", 350.0 / 650.0),
-        &format!("collectable,1,300,{}", 300.0 / 650.0),
-    ]);
-    check(&db, "usage-by-provenance", &[("snapshot_id", "3")], "provenance,allocation_count,bytes,share", &[
-        &format!("a.py:1,3,500,{}", 500.0 / 650.0),
-        &format!("runtime,1,100,{}", 100.0 / 650.0),
-        &format!("a.py:4,1,50,{}", 50.0 / 650.0),
-    ]);
+    check(
+        &db,
+        "usage-by-kind",
+        &[("snapshot_id", "3")],
+        "kind,allocation_count,bytes,share",
+        &[
+            &format!("instance,4,550,{}", 550.0 / 650.0),
+            &format!("internal,1,100,{}", 100.0 / 650.0),
+        ],
+    );
+    check(
+        &db,
+        "usage-by-state",
+        &[("snapshot_id", "3")],
+        "state,allocation_count,bytes,share",
+        &[
+            &format!("valid,4,350,{}", 350.0 / 650.0),
+            &format!("collectable,1,300,{}", 300.0 / 650.0),
+        ],
+    );
+    check(
+        &db,
+        "usage-by-provenance",
+        &[("snapshot_id", "3")],
+        "provenance,allocation_count,bytes,share",
+        &[
+            &format!("a.py:1,3,500,{}", 500.0 / 650.0),
+            &format!("runtime,1,100,{}", 100.0 / 650.0),
+            &format!("a.py:4,1,50,{}", 50.0 / 650.0),
+        ],
+    );
     // uid 5 holds store-5 (y), uid 1 store-1 (x); uids 4, 6 and 10 hold no object (250 bytes).
-    check(&db, "usage-by-object", &[("snapshot_id", "3")], "object_id,name,allocation_count,bytes", &["store-5,y,1,300", "NULL,NULL,3,250", "store-1,x,1,100"]);
+    check(
+        &db,
+        "usage-by-object",
+        &[("snapshot_id", "3")],
+        "object_id,name,allocation_count,bytes",
+        &["store-5,y,1,300", "NULL,NULL,3,250", "store-1,x,1,100"],
+    );
     // uid 1 and 10 are in all three snapshots of node 0; uids 2, 3 (seq 0-1) and 4, 5 (seq 1-2) in two.
-    check(&db, "long-lived", &[("run", "golden"), ("top", "5")], "node,uid,kind,provenance,size,first_seq,last_seq,snapshots,lifetime_s", &[
-        "0,0x0000000000000001,instance,a.py:1,100,0,2,3,2",
-        "0,0x000000000000000a,internal,runtime,100,0,2,3,2",
-        "0,0x0000000000000002,instance,a.py:2,100,0,1,2,1",
-        "0,0x0000000000000003,future,a.py:3,10,0,1,2,1",
-        "0,0x0000000000000004,instance,a.py:4,50,1,2,2,1",
-    ]);
+    check(
+        &db,
+        "long-lived",
+        &[("run", "golden"), ("top", "5")],
+        "node,uid,kind,provenance,size,first_seq,last_seq,snapshots,lifetime_s",
+        &[
+            "0,0x0000000000000001,instance,a.py:1,100,0,2,3,2",
+            "0,0x000000000000000a,internal,runtime,100,0,2,3,2",
+            "0,0x0000000000000002,instance,a.py:2,100,0,1,2,1",
+            "0,0x0000000000000003,future,a.py:3,10,0,1,2,1",
+            "0,0x0000000000000004,instance,a.py:4,50,1,2,2,1",
+        ],
+    );
     // 0→1: uids 4 (50) and 5 (300) appear; 1→2: uid 6 (100) appears, uids 2 (100) and 3 (10) go.
-    check(&db, "churn", &[("run", "golden")], "node,from_seq,to_seq,appeared,appeared_bytes,disappeared,disappeared_bytes", &["0,0,1,2,350,0,0", "0,1,2,1,100,2,110"]);
+    check(
+        &db,
+        "churn",
+        &[("run", "golden")],
+        "node,from_seq,to_seq,appeared,appeared_bytes,disappeared,disappeared_bytes",
+        &["0,0,1,2,350,0,0", "0,1,2,1,100,2,110"],
+    );
     // Live bytes of a.py:1: 100 at seq 0, 400 at seq 1, 500 at seq 2; a.py:4: 0, 50 (pending_alloc), 50;
     // a.py:2 and a.py:3 shrink to 0, runtime stays at 100.
-    check(&db, "growth", &[("run", "golden"), ("top", "10")], "node,provenance,first_bytes,last_bytes,growth_bytes,peak_bytes", &["0,a.py:1,100,500,400,500", "0,a.py:4,0,50,50,50"]);
+    check(
+        &db,
+        "growth",
+        &[("run", "golden"), ("top", "10")],
+        "node,provenance,first_bytes,last_bytes,growth_bytes,peak_bytes",
+        &["0,a.py:1,100,500,400,500", "0,a.py:4,0,50,50,50"],
+    );
     check(&db, "nodes", &[("run", "golden")], "node,seq,handle,kind,capacity,used_bytes,free_bytes,largest_hole,fragmentation,reclaimable_bytes,largest_reclaimable", &[
         "0,2,0x1e00000000000000,SYSTEM_MEM,500,100,300,300,0,0,300",
         &format!("0,2,0x1e00000000000003,GPU_FB_MEM,1000,550,450,250,{},300,600", 1.0 - 250.0 / 450.0),
@@ -128,29 +202,74 @@ fn golden_answers_worked_out_by_hand() {
 
 #[test]
 fn every_query_has_a_golden_test_and_documents_its_parameters_and_columns() {
-    let source = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/queries.rs")).unwrap();
+    let source =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/queries.rs"))
+            .unwrap();
+    let compact: String = source.chars().filter(|c| !c.is_whitespace()).collect();
     let dir = tempfile::tempdir().unwrap();
     let db = golden_db(dir.path());
     let queries = canned::all();
     assert!(queries.len() >= 12);
     for query in queries {
-        assert!(source.contains(&format!("check(&db, \"{}\"", query.name)), "{} has no golden test", query.name);
-        assert!(query.description.len() > 40, "{}: describe the question it answers", query.name);
-        assert!(query.params.iter().all(|param| !param.doc.is_empty()), "{}: document every parameter", query.name);
+        assert!(
+            // Compared without white space: rustfmt may break a call over lines.
+            compact.contains(&format!("check(&db,\"{}\"", query.name)),
+            "{} has no golden test",
+            query.name
+        );
+        assert!(
+            query.description.len() > 40,
+            "{}: describe the question it answers",
+            query.name
+        );
+        assert!(
+            query.params.iter().all(|param| !param.doc.is_empty()),
+            "{}: document every parameter",
+            query.name
+        );
         for param in &query.params {
-            assert!(query.sql.contains(&format!(":{}", param.name)), "{}: documents :{} but does not use it", query.name, param.name);
+            assert!(
+                query.sql.contains(&format!(":{}", param.name)),
+                "{}: documents :{} but does not use it",
+                query.name,
+                param.name
+            );
         }
         let parameters: Vec<(&str, &str)> = query
             .params
             .iter()
-            .map(|param| (param.name.as_str(), match param.name.as_str() { "run" => "golden", "memory_id" => "1", "top" => "100", _ => "3" }))
+            .map(|param| {
+                (
+                    param.name.as_str(),
+                    match param.name.as_str() {
+                        "run" => "golden",
+                        "memory_id" => "1",
+                        "top" => "100",
+                        _ => "3",
+                    },
+                )
+            })
             .collect();
         let (columns, _) = run(&db, query.name, &parameters);
-        let documented: Vec<String> = query.columns.iter().map(|column| column.name.clone()).collect();
-        assert_eq!(columns, documented, "{}: @column lines must match the output", query.name);
+        let documented: Vec<String> = query
+            .columns
+            .iter()
+            .map(|column| column.name.clone())
+            .collect();
+        assert_eq!(
+            columns, documented,
+            "{}: @column lines must match the output",
+            query.name
+        );
         let upper = query.sql.to_uppercase();
-        for word in ["INSERT ", "UPDATE ", "DELETE ", "DROP ", "CREATE ", "ALTER ", "REPLACE "] {
-            assert!(!upper.contains(word), "{} changes data ({word})", query.name);
+        for word in [
+            "INSERT ", "UPDATE ", "DELETE ", "DROP ", "CREATE ", "ALTER ", "REPLACE ",
+        ] {
+            assert!(
+                !upper.contains(word),
+                "{} changes data ({word})",
+                query.name
+            );
         }
     }
 }
@@ -167,12 +286,23 @@ fn queries_run_unchanged_in_the_sqlite3_shell() {
         let mut script = String::from(".parameter init\n");
         let mut parameters = Vec::new();
         for param in &query.params {
-            let value = match param.name.as_str() { "run" => "golden", "memory_id" => "1", "top" => "100", _ => "3" };
+            let value = match param.name.as_str() {
+                "run" => "golden",
+                "memory_id" => "1",
+                "top" => "100",
+                _ => "3",
+            };
             parameters.push((param.name.as_str(), value));
-            let literal = if param.kind == "text" { format!("\"'{value}'\"") } else { value.to_string() };
+            let literal = if param.kind == "text" {
+                format!("\"'{value}'\"")
+            } else {
+                value.to_string()
+            };
             script.push_str(&format!(".parameter set :{} {literal}\n", param.name));
         }
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries").join(format!("{}.sql", query.name));
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("queries")
+            .join(format!("{}.sql", query.name));
         script.push_str(&format!(".mode json\n.read {}\n", path.display()));
         let output = {
             use std::io::Write;
@@ -184,26 +314,52 @@ fn queries_run_unchanged_in_the_sqlite3_shell() {
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .unwrap();
-            child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(script.as_bytes())
+                .unwrap();
             child.wait_with_output().unwrap()
         };
-        assert!(output.status.success(), "{}: {}", query.name, String::from_utf8_lossy(&output.stderr));
+        assert!(
+            output.status.success(),
+            "{}: {}",
+            query.name,
+            String::from_utf8_lossy(&output.stderr)
+        );
         let text = String::from_utf8_lossy(&output.stdout);
-        let shell_rows: Vec<serde_json::Map<String, serde_json::Value>> = if text.trim().is_empty() { Vec::new() } else { serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}: {text}", query.name)) };
+        let shell_rows: Vec<serde_json::Map<String, serde_json::Value>> = if text.trim().is_empty()
+        {
+            Vec::new()
+        } else {
+            serde_json::from_str(&text)
+                .unwrap_or_else(|error| panic!("{}: {error}: {text}", query.name))
+        };
         let (columns, rows) = run(&db, query.name, &parameters);
         assert_eq!(shell_rows.len(), rows.len(), "{}", query.name);
-        assert!(!rows.is_empty(), "{}: the fixture gives no rows", query.name);
+        assert!(
+            !rows.is_empty(),
+            "{}: the fixture gives no rows",
+            query.name
+        );
         for (shell, row) in shell_rows.iter().zip(&rows) {
             for (column, cell) in columns.iter().zip(row) {
                 let value = &shell[column];
                 let agrees = match cell {
                     Cell::Null => value.is_null(),
                     Cell::Integer(number) => value.as_i64() == Some(*number),
-                    Cell::Real(number) => value.as_f64().is_some_and(|shown| (shown - number).abs() < 1e-9),
+                    Cell::Real(number) => value
+                        .as_f64()
+                        .is_some_and(|shown| (shown - number).abs() < 1e-9),
                     Cell::Text(text) => value.as_str() == Some(text.as_str()),
                     Cell::Blob(_) | Cell::Json(_) => false,
                 };
-                assert!(agrees, "{} column {column}: sqlite3 says {value}, memstate {cell:?}", query.name);
+                assert!(
+                    agrees,
+                    "{} column {column}: sqlite3 says {value}, memstate {cell:?}",
+                    query.name
+                );
             }
         }
     }

@@ -19,7 +19,10 @@ fn valid_dumps_pass_the_schema_and_the_reader() {
     for name in ["small.json", "figures.json"] {
         let bytes = std::fs::read(data(name)).unwrap();
         let value: Value = serde_json::from_slice(&bytes).unwrap();
-        let errors: Vec<String> = validator.iter_errors(&value).map(|error| format!("{} at {}", error, error.instance_path())).collect();
+        let errors: Vec<String> = validator
+            .iter_errors(&value)
+            .map(|error| format!("{} at {}", error, error.instance_path()))
+            .collect();
         assert!(errors.is_empty(), "{name}: {errors:?}");
         memstate::dump::parse_dump(&bytes, name, Default::default()).unwrap();
     }
@@ -36,8 +39,16 @@ fn the_schema_agrees_with_the_reader_on_every_bad_case() {
         let value: Value = serde_json::from_slice(&case.bytes).unwrap();
         let schema_accepts = validator.is_valid(&value);
         match case.schema {
-            Schema::Rejects => assert!(!schema_accepts, "{}: the schema accepts what the reader refuses", case.name),
-            Schema::Accepts => assert!(schema_accepts, "{}: the schema refuses; mark it Rejects if the schema can express it", case.name),
+            Schema::Rejects => assert!(
+                !schema_accepts,
+                "{}: the schema accepts what the reader refuses",
+                case.name
+            ),
+            Schema::Accepts => assert!(
+                schema_accepts,
+                "{}: the schema refuses; mark it Rejects if the schema can express it",
+                case.name
+            ),
             Schema::NotJson => unreachable!(),
         }
         checked += 1;

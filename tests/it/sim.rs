@@ -23,13 +23,24 @@ fn files_under(folder: &Path) -> Vec<PathBuf> {
 
 fn run(config: &Config, folder: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     simulate(config, folder, &mut |_| {}).unwrap();
-    files_under(folder).into_iter().map(|path| (path.strip_prefix(folder).unwrap().to_path_buf(), std::fs::read(&path).unwrap())).collect()
+    files_under(folder)
+        .into_iter()
+        .map(|path| {
+            (
+                path.strip_prefix(folder).unwrap().to_path_buf(),
+                std::fs::read(&path).unwrap(),
+            )
+        })
+        .collect()
 }
 
 #[test]
 fn the_same_seed_gives_byte_identical_output_and_another_seed_does_not() {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { steps: 120, ..Config::default() };
+    let config = Config {
+        steps: 120,
+        ..Config::default()
+    };
     let first = run(&config, &dir.path().join("a"));
     let second = run(&config, &dir.path().join("b"));
     assert!(first.len() > 10);
@@ -51,7 +62,16 @@ fn every_layout_and_encoding_validates_and_imports() {
     .enumerate()
     {
         let folder = dir.path().join(format!("run{index}"));
-        let config = Config { steps: 150, layout, compression, intern, nodes: 2, gpus_per_node: 3, continue_after_oom: true, ..Config::default() };
+        let config = Config {
+            steps: 150,
+            layout,
+            compression,
+            intern,
+            nodes: 2,
+            gpus_per_node: 3,
+            continue_after_oom: true,
+            ..Config::default()
+        };
         let summary = simulate(&config, &folder, &mut |_| {}).unwrap();
         let paths = vec![folder.display().to_string()];
         let validated = memstate::ingest::validate(&paths, Default::default(), &mut |event| {
@@ -65,10 +85,20 @@ fn every_layout_and_encoding_validates_and_imports() {
         assert_eq!(validated.allocations, summary.allocations);
         let db_path = dir.path().join(format!("run{index}.db"));
         let mut database = memstate::db::open(&db_path).unwrap();
-        let imported = memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
+        let imported =
+            memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {})
+                .unwrap();
         assert_eq!((imported.refused, imported.imported), (0, summary.dumps));
         // Strict mode too: the simulator writes nothing outside the format.
-        let strict = memstate::ingest::validate(&paths, memstate::ingest::IngestOptions { strict: true, ..Default::default() }, &mut |_| {}).unwrap();
+        let strict = memstate::ingest::validate(
+            &paths,
+            memstate::ingest::IngestOptions {
+                strict: true,
+                ..Default::default()
+            },
+            &mut |_| {},
+        )
+        .unwrap();
         assert_eq!(strict.refused, 0);
     }
 }
@@ -81,10 +111,19 @@ fn the_default_run_shows_holes_deferred_allocation_collection_and_a_fragmentatio
     assert_eq!(summary.oom_dumps, 1);
     let db = dir.path().join("t.db");
     let mut database = memstate::db::open(&db).unwrap();
-    memstate::ingest::import(&mut database, &[folder.display().to_string()], Default::default(), &mut |_| {}).unwrap();
+    memstate::ingest::import(
+        &mut database,
+        &[folder.display().to_string()],
+        Default::default(),
+        &mut |_| {},
+    )
+    .unwrap();
     drop(database);
     // Several holes in GPU memories.
-    let holes: i64 = scalar(&db, "SELECT max(hole_count) FROM memory_trend WHERE kind = 'GPU_FB_MEM'");
+    let holes: i64 = scalar(
+        &db,
+        "SELECT max(hole_count) FROM memory_trend WHERE kind = 'GPU_FB_MEM'",
+    );
     assert!(holes >= 5, "at most {holes} holes");
     // A pending_alloc placed over a pending_free.
     let over: i64 = scalar(
@@ -104,21 +143,48 @@ fn the_default_run_shows_holes_deferred_allocation_collection_and_a_fragmentatio
          FROM failed_requests f JOIN memory_stats m USING (snapshot_id, memory_id) JOIN snapshots s USING (snapshot_id)",
     );
     let row: Vec<serde_json::Value> = serde_json::from_str(&row).unwrap();
-    let (size, largest_hole, free) = (row[0].as_i64().unwrap(), row[1].as_i64().unwrap(), row[2].as_i64().unwrap());
+    let (size, largest_hole, free) = (
+        row[0].as_i64().unwrap(),
+        row[1].as_i64().unwrap(),
+        row[2].as_i64().unwrap(),
+    );
     assert_eq!(row[3], "oom");
-    assert!(size > largest_hole && size < free, "request {size}, largest hole {largest_hole}, free {free}");
+    assert!(
+        size > largest_hole && size < free,
+        "request {size}, largest hole {largest_hole}, free {free}"
+    );
 }
 
 #[test]
 fn bad_options_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     for config in [
-        Config { nodes: 0, ..Config::default() },
-        Config { dump_every: 0, ..Config::default() },
-        Config { intensity: 0.0, ..Config::default() },
-        Config { gpu_capacity: 1000, ..Config::default() },
+        Config {
+            nodes: 0,
+            ..Config::default()
+        },
+        Config {
+            dump_every: 0,
+            ..Config::default()
+        },
+        Config {
+            intensity: 0.0,
+            ..Config::default()
+        },
+        Config {
+            gpu_capacity: 1000,
+            ..Config::default()
+        },
     ] {
-        assert!(simulate(&config, dir.path(), &mut |_| {}).is_err(), "{config:?}");
+        assert!(
+            simulate(&config, dir.path(), &mut |_| {}).is_err(),
+            "{config:?}"
+        );
     }
-    crate::common::memstate().args(["simulate", "--out"]).arg(dir.path()).args(["--gpu-capacity", "lots"]).assert().code(2);
+    crate::common::memstate()
+        .args(["simulate", "--out"])
+        .arg(dir.path())
+        .args(["--gpu-capacity", "lots"])
+        .assert()
+        .code(2);
 }

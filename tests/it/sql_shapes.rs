@@ -34,7 +34,13 @@ fn fixture(dir: &Path) -> (PathBuf, PathBuf) {
     }
     let db = dir.join("shapes.db");
     let mut database = memstate::db::open(&db).unwrap();
-    let summary = memstate::ingest::import(&mut database, &[dumps.display().to_string()], Default::default(), &mut |_| {}).unwrap();
+    let summary = memstate::ingest::import(
+        &mut database,
+        &[dumps.display().to_string()],
+        Default::default(),
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!(summary.refused, 0);
     database.finish().unwrap();
     (dumps, db)
@@ -45,7 +51,10 @@ fn json_files(folder: &Path, found: &mut Vec<PathBuf>) {
         let path = entry.unwrap().path();
         if path.is_dir() {
             json_files(&path, found);
-        } else if path.extension().is_some_and(|extension| extension == "json") {
+        } else if path
+            .extension()
+            .is_some_and(|extension| extension == "json")
+        {
             found.push(path);
         }
     }
@@ -55,7 +64,12 @@ fn json_files(folder: &Path, found: &mut Vec<PathBuf>) {
 fn text(value: &Value, strings: &[Value]) -> Option<String> {
     match value {
         Value::String(text) => Some(text.clone()),
-        Value::Number(index) => Some(strings[index.as_u64().unwrap() as usize].as_str().unwrap().to_string()),
+        Value::Number(index) => Some(
+            strings[index.as_u64().unwrap() as usize]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ),
         _ => None,
     }
 }
@@ -64,7 +78,9 @@ fn text(value: &Value, strings: &[Value]) -> Option<String> {
 fn canonical(value: &Value) -> String {
     let number = match value {
         Value::Number(number) => number.as_u64().unwrap(),
-        Value::String(text) => u64::from_str_radix(text.trim_start_matches("0x").trim_start_matches("0X"), 16).unwrap(),
+        Value::String(text) => {
+            u64::from_str_radix(text.trim_start_matches("0x").trim_start_matches("0X"), 16).unwrap()
+        }
         other => panic!("not an id: {other}"),
     };
     format!("0x{number:016x}")
@@ -76,7 +92,12 @@ fn taken(memory: &Value) -> Vec<(u64, u64)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| (a["offset"].as_u64().unwrap(), a["offset"].as_u64().unwrap() + a["size"].as_u64().unwrap()))
+        .map(|a| {
+            (
+                a["offset"].as_u64().unwrap(),
+                a["offset"].as_u64().unwrap() + a["size"].as_u64().unwrap(),
+            )
+        })
         .collect();
     ranges.sort();
     ranges
@@ -85,7 +106,15 @@ fn taken(memory: &Value) -> Vec<(u64, u64)> {
 /// The free ranges of a memory: its listed holes, else the gaps no allocation covers.
 fn free_ranges(memory: &Value) -> Vec<(u64, u64)> {
     if let Some(listed) = memory["holes"].as_array() {
-        return listed.iter().map(|hole| (hole["offset"].as_u64().unwrap(), hole["size"].as_u64().unwrap())).collect();
+        return listed
+            .iter()
+            .map(|hole| {
+                (
+                    hole["offset"].as_u64().unwrap(),
+                    hole["size"].as_u64().unwrap(),
+                )
+            })
+            .collect();
     }
     let mut gaps = Vec::new();
     let mut at = 0;
@@ -120,16 +149,34 @@ fn used_bytes(memory: &Value) -> u64 {
 /// ids come from the `snapshots` and `memories` views by their natural keys.
 fn expand(conn: &Connection, dumps: &Path) -> usize {
     let mut snapshot_ids = BTreeMap::new();
-    let mut statement = conn.prepare("SELECT run, node, seq, snapshot_id FROM snapshots").unwrap();
+    let mut statement = conn
+        .prepare("SELECT run, node, seq, snapshot_id FROM snapshots")
+        .unwrap();
     let mut rows = statement.query([]).unwrap();
     while let Some(row) = rows.next().unwrap() {
-        snapshot_ids.insert((row.get::<_, String>(0).unwrap(), row.get::<_, i64>(1).unwrap(), row.get::<_, i64>(2).unwrap()), row.get::<_, i64>(3).unwrap());
+        snapshot_ids.insert(
+            (
+                row.get::<_, String>(0).unwrap(),
+                row.get::<_, i64>(1).unwrap(),
+                row.get::<_, i64>(2).unwrap(),
+            ),
+            row.get::<_, i64>(3).unwrap(),
+        );
     }
     let mut memory_ids = BTreeMap::new();
-    let mut statement = conn.prepare("SELECT run, node, handle, memory_id FROM memories").unwrap();
+    let mut statement = conn
+        .prepare("SELECT run, node, handle, memory_id FROM memories")
+        .unwrap();
     let mut rows = statement.query([]).unwrap();
     while let Some(row) = rows.next().unwrap() {
-        memory_ids.insert((row.get::<_, String>(0).unwrap(), row.get::<_, i64>(1).unwrap(), row.get::<_, String>(2).unwrap()), row.get::<_, i64>(3).unwrap());
+        memory_ids.insert(
+            (
+                row.get::<_, String>(0).unwrap(),
+                row.get::<_, i64>(1).unwrap(),
+                row.get::<_, String>(2).unwrap(),
+            ),
+            row.get::<_, i64>(3).unwrap(),
+        );
     }
     conn.execute_batch(
         "CREATE TEMP TABLE allocations (snapshot_id INTEGER, memory_id INTEGER, uid TEXT, handle TEXT, kind TEXT, state TEXT,
@@ -147,7 +194,8 @@ fn expand(conn: &Connection, dumps: &Path) -> usize {
         let strings = dump["strings"].as_array().cloned().unwrap_or_default();
         let run = dump["run"]["id"].as_str().unwrap().to_string();
         let node = dump["run"]["node"].as_i64().unwrap();
-        let snapshot_id = snapshot_ids[&(run.clone(), node, dump["snapshot"]["seq"].as_i64().unwrap())];
+        let snapshot_id =
+            snapshot_ids[&(run.clone(), node, dump["snapshot"]["seq"].as_i64().unwrap())];
         for memory in dump["memories"].as_array().unwrap() {
             let memory_id = memory_ids[&(run.clone(), node, canonical(&memory["id"]))];
             let allocations = memory["allocations"].as_array().unwrap();
@@ -172,7 +220,11 @@ fn expand(conn: &Connection, dumps: &Path) -> usize {
             }
             let free = free_ranges(memory);
             for (offset, size) in &free {
-                conn.execute("INSERT INTO temp.holes VALUES (?1, ?2, ?3, ?4)", params![snapshot_id, memory_id, *offset as i64, *size as i64]).unwrap();
+                conn.execute(
+                    "INSERT INTO temp.holes VALUES (?1, ?2, ?3, ?4)",
+                    params![snapshot_id, memory_id, *offset as i64, *size as i64],
+                )
+                .unwrap();
             }
             conn.execute(
                 "INSERT INTO temp.memory_stats VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -195,7 +247,9 @@ fn expand(conn: &Connection, dumps: &Path) -> usize {
 
 /// A query's rows as sorted text (the row order of a query without ORDER BY is not an answer).
 fn answer(conn: &Connection, sql: &str) -> Vec<String> {
-    let mut statement = conn.prepare(sql).unwrap_or_else(|error| panic!("{sql}: {error}"));
+    let mut statement = conn
+        .prepare(sql)
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
     let columns = statement.column_count();
     let mut rows = statement.query([]).unwrap();
     let mut found = Vec::new();
@@ -248,9 +302,19 @@ const SHAPES: &[(&str, bool, &str)] = &[
 /// Storage a plan must not scan for a question about one snapshot, memory or uid: the span
 /// tables and the figures (the view aliases them `a`, `h`, and memory_state by name).
 fn scans_storage(step: &str) -> bool {
-    let Some(rest) = step.strip_prefix("SCAN ") else { return false };
+    let Some(rest) = step.strip_prefix("SCAN ") else {
+        return false;
+    };
     let table = rest.split(' ').next().unwrap_or_default();
-    ["a", "b", "h", "allocation_span", "hole_span", "memory_state"].contains(&table)
+    [
+        "a",
+        "b",
+        "h",
+        "allocation_span",
+        "hole_span",
+        "memory_state",
+    ]
+    .contains(&table)
 }
 
 /// Whole-run GROUP BY state or kind: SQLite has no hash aggregate, so without an index in that
@@ -277,9 +341,13 @@ impl Names {
         // Two snapshots some way apart on node 1 of the second run, so that things changed between.
         let s1 = one("SELECT snapshot_id FROM snapshots WHERE run = 'beta' AND node = 1 ORDER BY seq LIMIT 1 OFFSET 10");
         let s2 = one("SELECT snapshot_id FROM snapshots WHERE run = 'beta' AND node = 1 ORDER BY seq LIMIT 1 OFFSET 20");
-        let seq = one(&format!("SELECT seq FROM snapshots WHERE snapshot_id = {s2}"));
+        let seq = one(&format!(
+            "SELECT seq FROM snapshots WHERE snapshot_id = {s2}"
+        ));
         let handle = one("SELECT handle FROM memories WHERE run = 'beta' AND node = 1 AND kind = 'GPU_FB_MEM' ORDER BY handle LIMIT 1");
-        let uid = one(&format!("SELECT uid FROM allocations WHERE snapshot_id = {s1} ORDER BY size DESC, uid LIMIT 1"));
+        let uid = one(&format!(
+            "SELECT uid FROM allocations WHERE snapshot_id = {s1} ORDER BY size DESC, uid LIMIT 1"
+        ));
         Names {
             replacements: vec![
                 ("{S1}", s1),
@@ -294,13 +362,23 @@ impl Names {
     }
 
     fn fill(&self, sql: &str) -> String {
-        self.replacements.iter().fold(sql.to_string(), |sql, (name, value)| sql.replace(name, value))
+        self.replacements
+            .iter()
+            .fold(sql.to_string(), |sql, (name, value)| {
+                sql.replace(name, value)
+            })
     }
 }
 
 fn plan(conn: &Connection, sql: &str) -> Vec<String> {
-    let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap_or_else(|error| panic!("{sql}: {error}"));
-    statement.query_map([], |row| row.get::<_, String>(3)).unwrap().map(Result::unwrap).collect()
+    let mut statement = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
+    statement
+        .query_map([], |row| row.get::<_, String>(3))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
 #[test]
@@ -309,7 +387,10 @@ fn every_shape_answers_as_a_plain_table_and_plans_without_scanning_spans_or_sort
     let (dumps, db) = fixture(dir.path());
     let conn = Connection::open(&db).unwrap();
     let names = Names::find(&conn);
-    let queries: Vec<(&str, bool, String)> = SHAPES.iter().map(|(name, focused, sql)| (*name, *focused, names.fill(sql))).collect();
+    let queries: Vec<(&str, bool, String)> = SHAPES
+        .iter()
+        .map(|(name, focused, sql)| (*name, *focused, names.fill(sql)))
+        .collect();
 
     // Through the views first (the plans too), then the same text against the plain tables.
     let mut through_views = Vec::new();
@@ -317,28 +398,51 @@ fn every_shape_answers_as_a_plain_table_and_plans_without_scanning_spans_or_sort
         through_views.push(answer(&conn, sql));
         if *focused {
             let steps = plan(&conn, sql);
-            assert!(!steps.iter().any(|step| scans_storage(step)), "{name}: scans span storage\n{sql}\n{}", steps.join("\n"));
+            assert!(
+                !steps.iter().any(|step| scans_storage(step)),
+                "{name}: scans span storage\n{sql}\n{}",
+                steps.join("\n")
+            );
         }
         if sorts_every_row_unless_indexed(name) {
             let steps = plan(&conn, sql);
-            assert!(!steps.iter().any(|step| step.contains("TEMP B-TREE")), "{name}: sorts every row\n{sql}\n{}", steps.join("\n"));
+            assert!(
+                !steps.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{name}: sorts every row\n{sql}\n{}",
+                steps.join("\n")
+            );
         }
     }
     let expanded = expand(&conn, &dumps);
-    assert!(expanded > 5_000, "the fixture is too small to mean anything: {expanded} allocation rows");
+    assert!(
+        expanded > 5_000,
+        "the fixture is too small to mean anything: {expanded} allocation rows"
+    );
     let mut distinct_answers = BTreeSet::new();
     for ((name, _, sql), ours) in queries.iter().zip(&through_views) {
         let plain = answer(&conn, sql);
-        assert!(!plain.is_empty() && plain != vec!["0|NULL".to_string()], "{name}: the plain table answers nothing; the shape tests nothing\n{sql}");
-        assert_eq!(ours, &plain, "{name}: the views and the plain tables differ\n{sql}");
+        assert!(
+            !plain.is_empty() && plain != vec!["0|NULL".to_string()],
+            "{name}: the plain table answers nothing; the shape tests nothing\n{sql}"
+        );
+        assert_eq!(
+            ours, &plain,
+            "{name}: the views and the plain tables differ\n{sql}"
+        );
         distinct_answers.insert(plain);
     }
-    assert!(distinct_answers.len() == queries.len(), "some shapes give the same answer: the names do not pick distinct things");
+    assert!(
+        distinct_answers.len() == queries.len(),
+        "some shapes give the same answer: the names do not pick distinct things"
+    );
 }
 
 #[test]
 fn the_system_sqlite3_plans_every_shape_without_scanning_spans_or_sorting_every_row() {
-    if !have("sqlite3", "to check the plans in the SQLite that users' shells, Python and Datasette link") {
+    if !have(
+        "sqlite3",
+        "to check the plans in the SQLite that users' shells, Python and Datasette link",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -349,15 +453,33 @@ fn the_system_sqlite3_plans_every_shape_without_scanning_spans_or_sorting_every_
             continue;
         }
         let sql = names.fill(sql);
-        let output = std::process::Command::new("sqlite3").arg("-readonly").arg(&db).arg(format!("EXPLAIN QUERY PLAN {sql}")).output().unwrap();
-        assert!(output.status.success(), "{name}: {}", String::from_utf8_lossy(&output.stderr));
+        let output = std::process::Command::new("sqlite3")
+            .arg("-readonly")
+            .arg(&db)
+            .arg(format!("EXPLAIN QUERY PLAN {sql}"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
         let text = String::from_utf8_lossy(&output.stdout);
         // The shell draws the plan as a tree: "|--SCAN a ..." or "`--SCAN a ...".
-        let steps: Vec<&str> = text.lines().map(|line| line.trim_start_matches(['|', '`', '-', ' '])).collect();
+        let steps: Vec<&str> = text
+            .lines()
+            .map(|line| line.trim_start_matches(['|', '`', '-', ' ']))
+            .collect();
         if *focused {
-            assert!(!steps.iter().any(|step| scans_storage(step)), "{name}: sqlite3 scans span storage\n{sql}\n{text}");
+            assert!(
+                !steps.iter().any(|step| scans_storage(step)),
+                "{name}: sqlite3 scans span storage\n{sql}\n{text}"
+            );
         } else {
-            assert!(!steps.iter().any(|step| step.contains("TEMP B-TREE")), "{name}: sqlite3 sorts every row\n{sql}\n{text}");
+            assert!(
+                !steps.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{name}: sqlite3 sorts every row\n{sql}\n{text}"
+            );
         }
     }
 }

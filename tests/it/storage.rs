@@ -14,29 +14,44 @@ use crate::common::{data, memstate};
 
 /// (view, columns in order) as docs/SCHEMA.md lists them.
 fn documented_views() -> Vec<(String, Vec<String>)> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/SCHEMA.md")).unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/SCHEMA.md"))
+            .unwrap();
     let mut views: Vec<(String, Vec<String>)> = Vec::new();
     for line in text.lines() {
-        if let Some(name) = line.strip_prefix("## `").and_then(|rest| rest.strip_suffix('`')) {
+        if let Some(name) = line
+            .strip_prefix("## `")
+            .and_then(|rest| rest.strip_suffix('`'))
+        {
             views.push((name.to_string(), Vec::new()));
-        } else if let (Some(row), Some((_, columns))) = (line.strip_prefix("| `"), views.last_mut()) {
+        } else if let (Some(row), Some((_, columns))) = (line.strip_prefix("| `"), views.last_mut())
+        {
             let cell = row.split(" |").next().unwrap();
-            columns.extend(cell.split(", ").map(|column| column.trim_matches('`').to_string()));
+            columns.extend(
+                cell.split(", ")
+                    .map(|column| column.trim_matches('`').to_string()),
+            );
         }
     }
     views
 }
 
 fn view_columns(conn: &Connection, view: &str) -> Vec<String> {
-    let statement = conn.prepare(&format!("SELECT * FROM {view}")).unwrap_or_else(|error| panic!("{view}: {error}"));
+    let statement = conn
+        .prepare(&format!("SELECT * FROM {view}"))
+        .unwrap_or_else(|error| panic!("{view}: {error}"));
     statement.column_names().map(str::to_string).collect()
 }
 
 fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {
     let db = dir.join("t.db");
     let mut database = memstate::db::open(&db).unwrap();
-    let paths: Vec<String> = paths.iter().map(|path| path.display().to_string()).collect();
-    let summary = memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
+    let paths: Vec<String> = paths
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect();
+    let summary =
+        memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
     assert_eq!(summary.refused, 0);
     db
 }
@@ -49,12 +64,24 @@ fn every_view_has_the_columns_schema_md_lists_in_that_order() {
     let documented = documented_views();
     assert!(documented.len() >= 12, "{documented:?}");
     for (view, columns) in &documented {
-        assert_eq!(&view_columns(&conn, view), columns, "view {view}: columns against docs/SCHEMA.md");
+        assert_eq!(
+            &view_columns(&conn, view),
+            columns,
+            "view {view}: columns against docs/SCHEMA.md"
+        );
     }
-    let views: Vec<String> =
-        conn.prepare("SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name").unwrap().query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
+    let views: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     for view in &views {
-        assert!(documented.iter().any(|(name, _)| name == view), "view {view} is not documented in docs/SCHEMA.md");
+        assert!(
+            documented.iter().any(|(name, _)| name == view),
+            "view {view} is not documented in docs/SCHEMA.md"
+        );
     }
 }
 
@@ -63,7 +90,9 @@ fn every_view_has_the_columns_schema_md_lists_in_that_order() {
 fn v1_views_as_printed(db: &Path) -> String {
     let gz = std::fs::read(data("v1/views.csv.gz")).unwrap();
     let mut golden = String::new();
-    flate2::read::GzDecoder::new(&gz[..]).read_to_string(&mut golden).unwrap();
+    flate2::read::GzDecoder::new(&gz[..])
+        .read_to_string(&mut golden)
+        .unwrap();
     let mut printed = String::new();
     let mut lines = golden.lines().peekable();
     while let Some(line) = lines.next() {
@@ -73,19 +102,42 @@ fn v1_views_as_printed(db: &Path) -> String {
             lines.next();
         }
         let columns = header.replace(',', ", ");
-        let order: Vec<String> = (1..=header.split(',').count()).map(|index| index.to_string()).collect();
+        let order: Vec<String> = (1..=header.split(',').count())
+            .map(|index| index.to_string())
+            .collect();
         let output = memstate()
             .arg("--db")
             .arg(db)
-            .args(["sql", "--format", "csv", &format!("SELECT {columns} FROM {view} ORDER BY {}", order.join(", "))])
+            .args([
+                "sql",
+                "--format",
+                "csv",
+                &format!("SELECT {columns} FROM {view} ORDER BY {}", order.join(", ")),
+            ])
             .output()
             .unwrap();
-        assert!(output.status.success(), "{view}: {}", String::from_utf8_lossy(&output.stderr));
-        printed.push_str(&format!("## {view}\n{}", String::from_utf8(output.stdout).unwrap()));
+        assert!(
+            output.status.success(),
+            "{view}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        printed.push_str(&format!(
+            "## {view}\n{}",
+            String::from_utf8(output.stdout).unwrap()
+        ));
     }
-    assert_eq!(printed.lines().count(), golden.lines().count(), "rows per view differ");
+    assert_eq!(
+        printed.lines().count(),
+        golden.lines().count(),
+        "rows per view differ"
+    );
     for (index, (now, then)) in printed.lines().zip(golden.lines()).enumerate() {
-        assert_eq!(now, then, "line {} of the views differs after the upgrade", index + 1);
+        assert_eq!(
+            now,
+            then,
+            "line {} of the views differs after the upgrade",
+            index + 1
+        );
     }
     printed
 }
@@ -95,25 +147,66 @@ fn a_version_1_database_upgrades_in_place_with_every_view_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("v1.db");
     std::fs::copy(data("v1/memstate-v1.db"), &db).unwrap();
-    let before: i64 = Connection::open(&db).unwrap().query_row("SELECT max(version) FROM refinery_schema_history", [], |row| row.get(0)).unwrap();
+    let before: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT max(version) FROM refinery_schema_history",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
     assert_eq!(before, 1);
     v1_views_as_printed(&db);
     let conn = Connection::open(&db).unwrap();
-    let version: i64 = conn.query_row("SELECT max(version) FROM refinery_schema_history", [], |row| row.get(0)).unwrap();
+    let version: i64 = conn
+        .query_row(
+            "SELECT max(version) FROM refinery_schema_history",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
     assert_eq!(version, memstate::db::schema_version());
-    let user_version: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0)).unwrap();
+    let user_version: i64 = conn
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .unwrap();
     assert_eq!(user_version, version);
     // The v1 rows now live as spans: far fewer rows than allocation rows, the same content.
-    let spans: i64 = conn.query_row("SELECT count(*) FROM allocation_spans", [], |row| row.get(0)).unwrap();
-    let rows: i64 = conn.query_row("SELECT count(*) FROM allocations", [], |row| row.get(0)).unwrap();
-    let covered: i64 = conn.query_row("SELECT sum(snapshot_count) FROM allocation_spans", [], |row| row.get(0)).unwrap();
+    let spans: i64 = conn
+        .query_row("SELECT count(*) FROM allocation_spans", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    let rows: i64 = conn
+        .query_row("SELECT count(*) FROM allocations", [], |row| row.get(0))
+        .unwrap();
+    let covered: i64 = conn
+        .query_row(
+            "SELECT sum(snapshot_count) FROM allocation_spans",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
     assert_eq!(covered, rows);
     assert!(spans * 2 < rows, "{spans} spans for {rows} rows");
     // Importing more into the upgraded database goes on from there.
     drop(conn);
-    let output = memstate().arg("--db").arg(&db).arg("import").arg(data("run")).output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("4 unchanged"), "{}", String::from_utf8_lossy(&output.stdout));
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("import")
+        .arg(data("run"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("4 unchanged"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
 }
 
 #[test]
@@ -122,14 +215,36 @@ fn an_upgrade_that_fails_leaves_the_version_1_database_as_it_was() {
     let db = dir.path().join("v1.db");
     std::fs::copy(data("v1/memstate-v1.db"), &db).unwrap();
     // A table in the way of migration 2, created by hand: the upgrade fails half-way through.
-    Connection::open(&db).unwrap().execute_batch("CREATE TABLE hole_span (x);").unwrap();
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch("CREATE TABLE hole_span (x);")
+        .unwrap();
     let bytes = std::fs::read(&db).unwrap();
-    let output = memstate().arg("--db").arg(&db).args(["sql", "SELECT count(*) FROM allocations"]).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["sql", "SELECT count(*) FROM allocations"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("cannot apply migration V2__spans"), "{stderr}");
-    assert_eq!(std::fs::read(&db).unwrap(), bytes, "the failed upgrade changed the file");
-    let version: i64 = Connection::open(&db).unwrap().query_row("SELECT max(version) FROM refinery_schema_history", [], |row| row.get(0)).unwrap();
+    assert!(
+        stderr.contains("cannot apply migration V2__spans"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        bytes,
+        "the failed upgrade changed the file"
+    );
+    let version: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT max(version) FROM refinery_schema_history",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
     assert_eq!(version, 1);
 }
 
@@ -138,7 +253,12 @@ fn an_upgrade_that_fails_leaves_the_version_1_database_as_it_was() {
 fn canonical_views(db: &Path) -> BTreeMap<String, Vec<String>> {
     let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     let lookup = |sql: &str| -> BTreeMap<i64, String> {
-        conn.prepare(sql).unwrap().query_map([], |row| Ok((row.get(0)?, row.get(1)?))).unwrap().map(Result::unwrap).collect()
+        conn.prepare(sql)
+            .unwrap()
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     };
     let snapshots = lookup("SELECT snapshot_id, run || ':' || node || ':' || seq FROM snapshots");
     let memories = lookup("SELECT memory_id, run || ':' || node || ':' || handle FROM memories");
@@ -158,7 +278,9 @@ fn canonical_views(db: &Path) -> BTreeMap<String, Vec<String>> {
                     };
                     let shown = match (column.as_str(), id) {
                         ("imported_at", _) => continue,
-                        ("snapshot_id" | "first_snapshot_id" | "last_snapshot_id", Some(id)) => snapshots[&id].clone(),
+                        ("snapshot_id" | "first_snapshot_id" | "last_snapshot_id", Some(id)) => {
+                            snapshots[&id].clone()
+                        }
                         ("memory_id", Some(id)) => memories[&id].clone(),
                         ("run_id", Some(id)) => runs[&id].clone(),
                         ("string_id", Some(id)) => strings[&id].clone(),
@@ -178,7 +300,8 @@ fn canonical_views(db: &Path) -> BTreeMap<String, Vec<String>> {
 
 /// A dump changed in ways that keep its identity: an allocation's state and size, another gone.
 fn altered(path: &Path, seed: u64) -> Vec<u8> {
-    let mut dump: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let mut dump: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let mut random = memstate::sim::workload::Random::new(seed);
     for memory in dump["memories"].as_array_mut().unwrap() {
         let allocations = memory["allocations"].as_array_mut().unwrap();
@@ -187,7 +310,11 @@ fn altered(path: &Path, seed: u64) -> Vec<u8> {
         }
         let index = random.below(allocations.len() as u64) as usize;
         let allocation = &mut allocations[index];
-        allocation["state"] = serde_json::json!(if allocation["state"] == "valid" { "collectable" } else { "valid" });
+        allocation["state"] = serde_json::json!(if allocation["state"] == "valid" {
+            "collectable"
+        } else {
+            "valid"
+        });
         allocations.remove((index + 1) % allocations.len());
         memory.as_object_mut().unwrap().remove("holes");
     }
@@ -198,7 +325,13 @@ fn altered(path: &Path, seed: u64) -> Vec<u8> {
 fn any_import_order_and_any_replacement_give_the_same_views() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("run");
-    let config = memstate::sim::Config { steps: 120, dump_every: 4, intern: false, continue_after_oom: true, ..Default::default() };
+    let config = memstate::sim::Config {
+        steps: 120,
+        dump_every: 4,
+        intern: false,
+        continue_after_oom: true,
+        ..Default::default()
+    };
     memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
     let mut files: Vec<PathBuf> = Vec::new();
     for node in std::fs::read_dir(&folder).unwrap() {
@@ -211,7 +344,10 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
     let in_order_dir = dir.path().join("in-order");
     std::fs::create_dir(&in_order_dir).unwrap();
     let expected = canonical_views(&imported(&in_order_dir, &files));
-    assert!(expected["allocation_spans"].len() * 2 < expected["allocations"].len(), "the run has long spans");
+    assert!(
+        expected["allocation_spans"].len() * 2 < expected["allocations"].len(),
+        "the run has long spans"
+    );
     let mut random = memstate::sim::workload::Random::new(7);
     for round in 0..8 {
         let mut order = files.clone();
@@ -228,22 +364,51 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
             if random.chance(0.2) {
                 let fake = round_dir.join(format!("altered-{index}.json"));
                 std::fs::write(&fake, altered(file, index as u64)).unwrap();
-                let summary = memstate::ingest::import(&mut database, &[fake.display().to_string()], Default::default(), &mut |_| {}).unwrap();
-                assert_eq!((summary.imported, summary.refused), (1, 0), "{}", fake.display());
+                let summary = memstate::ingest::import(
+                    &mut database,
+                    &[fake.display().to_string()],
+                    Default::default(),
+                    &mut |_| {},
+                )
+                .unwrap();
+                assert_eq!(
+                    (summary.imported, summary.refused),
+                    (1, 0),
+                    "{}",
+                    fake.display()
+                );
                 replace_later.push(file.clone());
             } else {
-                let summary = memstate::ingest::import(&mut database, &[file.display().to_string()], Default::default(), &mut |_| {}).unwrap();
+                let summary = memstate::ingest::import(
+                    &mut database,
+                    &[file.display().to_string()],
+                    Default::default(),
+                    &mut |_| {},
+                )
+                .unwrap();
                 assert_eq!(summary.refused, 0);
             }
         }
-        let replace = memstate::ingest::IngestOptions { replace: true, ..Default::default() };
-        let paths: Vec<String> = replace_later.iter().rev().map(|file| file.display().to_string()).collect();
-        let summary = memstate::ingest::import(&mut database, &paths, replace, &mut |_| {}).unwrap();
+        let replace = memstate::ingest::IngestOptions {
+            replace: true,
+            ..Default::default()
+        };
+        let paths: Vec<String> = replace_later
+            .iter()
+            .rev()
+            .map(|file| file.display().to_string())
+            .collect();
+        let summary =
+            memstate::ingest::import(&mut database, &paths, replace, &mut |_| {}).unwrap();
         assert_eq!(summary.replaced as usize, replace_later.len());
         drop(database);
         let actual = canonical_views(&db);
         for (view, rows) in &expected {
-            assert_eq!(actual[view].len(), rows.len(), "round {round}, view {view}: row count");
+            assert_eq!(
+                actual[view].len(),
+                rows.len(),
+                "round {round}, view {view}: row count"
+            );
             for (got, want) in actual[view].iter().zip(rows) {
                 assert_eq!(got, want, "round {round}, view {view}");
             }
@@ -252,10 +417,20 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
 }
 
 fn plan(conn: &Connection, sql: &str) -> Vec<String> {
-    let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap_or_else(|error| panic!("{sql}: {error}"));
+    let mut statement = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+        .unwrap_or_else(|error| panic!("{sql}: {error}"));
     let count = statement.parameter_count();
-    let parameters: Vec<rusqlite::types::Value> = (0..count).map(|_| rusqlite::types::Value::Integer(1)).collect();
-    statement.query_map(rusqlite::params_from_iter(parameters), |row| row.get::<_, String>(3)).unwrap().map(Result::unwrap).collect()
+    let parameters: Vec<rusqlite::types::Value> = (0..count)
+        .map(|_| rusqlite::types::Value::Integer(1))
+        .collect();
+    statement
+        .query_map(rusqlite::params_from_iter(parameters), |row| {
+            row.get::<_, String>(3)
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
 #[test]
@@ -282,18 +457,37 @@ fn questions_about_one_snapshot_memory_or_uid_search_indexes() {
     .map(|sql| sql.to_string())
     .collect();
     // The canned questions about one snapshot (their parameters bound to 1).
-    for query in canned::all().iter().filter(|query| query.params.iter().all(|param| param.name != "run")) {
+    for query in canned::all()
+        .iter()
+        .filter(|query| query.params.iter().all(|param| param.name != "run"))
+    {
         questions.push(query.sql.to_string());
     }
     for sql in &questions {
         let steps = plan(&conn, sql);
         for step in &steps {
-            let scanned = step.strip_prefix("SCAN ").map(|rest| rest.split(' ').next().unwrap_or_default());
+            let scanned = step
+                .strip_prefix("SCAN ")
+                .map(|rest| rest.split(' ').next().unwrap_or_default());
             // Scanning a handful of rows built for this question (a sorter, a subquery's result)
             // is fine; scanning stored rows is not.
             if let Some(table) = scanned {
                 assert!(
-                    matches!(table, "CONSTANT" | "sl") || !["a", "h", "ms", "s", "m", "allocation_span", "hole_span", "memory_state", "snapshot", "memory", "ao"].contains(&table),
+                    matches!(table, "CONSTANT" | "sl")
+                        || ![
+                            "a",
+                            "h",
+                            "ms",
+                            "s",
+                            "m",
+                            "allocation_span",
+                            "hole_span",
+                            "memory_state",
+                            "snapshot",
+                            "memory",
+                            "ao"
+                        ]
+                        .contains(&table),
                     "{sql}\nscans {table}:\n{}",
                     steps.join("\n")
                 );
@@ -358,7 +552,13 @@ const REFERENCE: [(&str, &str); 3] = [
 fn span_based_canned_queries_agree_with_their_per_snapshot_formulations() {
     let dir = tempfile::tempdir().unwrap();
     let folder = dir.path().join("run");
-    let config = memstate::sim::Config { steps: 200, dump_every: 5, continue_after_oom: true, run_id: "check".into(), ..Default::default() };
+    let config = memstate::sim::Config {
+        steps: 200,
+        dump_every: 5,
+        continue_after_oom: true,
+        run_id: "check".into(),
+        ..Default::default()
+    };
     memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
     let db = imported(dir.path(), &[folder]);
     let database = memstate::db::open_read_only(&db).unwrap();
@@ -370,7 +570,11 @@ fn span_based_canned_queries_agree_with_their_per_snapshot_formulations() {
         }
         let ours = canned::execute(&database.conn, &query, &parameters).unwrap();
         let theirs = memstate::query::collect(&database.conn, reference, &parameters).unwrap();
-        assert!(ours.rows.len() > 5, "{name}: the run gives too few rows to compare ({})", ours.rows.len());
+        assert!(
+            ours.rows.len() > 5,
+            "{name}: the run gives too few rows to compare ({})",
+            ours.rows.len()
+        );
         assert_eq!(ours.columns, theirs.columns, "{name}");
         assert_eq!(ours.rows.len(), theirs.rows.len(), "{name}: rows");
         for (index, (a, b)) in ours.rows.iter().zip(&theirs.rows).enumerate() {
@@ -378,7 +582,10 @@ fn span_based_canned_queries_agree_with_their_per_snapshot_formulations() {
                 (Cell::Real(x), Cell::Real(y)) => (x - y).abs() < 1e-9,
                 (x, y) => x == y,
             });
-            assert!(same, "{name} row {index}: spans give {a:?}, snapshots give {b:?}");
+            assert!(
+                same,
+                "{name} row {index}: spans give {a:?}, snapshots give {b:?}"
+            );
         }
     }
 }

@@ -57,10 +57,21 @@ fn story_db(dir: &Path) -> std::path::PathBuf {
             allocation(4, "deferred_buffer", "valid", 5000, 1000),
             allocation(5, "instance", "collectable", 8000, 500),
         ],
-        vec![json!({"size": 4500}), json!({"size": 7000}), json!({"size": 3500})],
+        vec![
+            json!({"size": 4500}),
+            json!({"size": 7000}),
+            json!({"size": 3500}),
+        ],
     );
     let db = dir.join("story.db");
-    import(&db, &[&write_json(dir, "1.json", &first), &write_json(dir, "2.json", &second)], 0);
+    import(
+        &db,
+        &[
+            &write_json(dir, "1.json", &first),
+            &write_json(dir, "2.json", &second),
+        ],
+        0,
+    );
     db
 }
 
@@ -71,39 +82,106 @@ fn the_report_says_what_collection_freed_how_the_largest_hole_fell_and_what_to_d
     let findings = json_of(&db, &["oom"]);
     let findings = findings.as_array().unwrap();
     assert_eq!(findings.len(), 3);
-    let by_size = |size: u64| findings.iter().find(|finding| finding["size"] == size).unwrap_or_else(|| panic!("no finding of {size}"));
+    let by_size = |size: u64| {
+        findings
+            .iter()
+            .find(|finding| finding["size"] == size)
+            .unwrap_or_else(|| panic!("no finding of {size}"))
+    };
     for finding in findings {
         assert_eq!(finding["previous_seq"], 1);
         assert_eq!(finding["collected_allocations"], 2, "B and C");
         assert_eq!(finding["collected_bytes"], 2500);
         let recent = finding["recent"].as_array().unwrap();
         assert_eq!(recent.len(), 2);
-        assert_eq!((recent[0]["seq"].as_i64(), recent[0]["free_bytes"].as_u64(), recent[0]["largest_hole"].as_u64()), (Some(1), Some(5000), Some(2000)));
-        assert_eq!((recent[1]["seq"].as_i64(), recent[1]["free_bytes"].as_u64(), recent[1]["largest_hole"].as_u64()), (Some(2), Some(6000), Some(2000)));
+        assert_eq!(
+            (
+                recent[0]["seq"].as_i64(),
+                recent[0]["free_bytes"].as_u64(),
+                recent[0]["largest_hole"].as_u64()
+            ),
+            (Some(1), Some(5000), Some(2000))
+        );
+        assert_eq!(
+            (
+                recent[1]["seq"].as_i64(),
+                recent[1]["free_bytes"].as_u64(),
+                recent[1]["largest_hole"].as_u64()
+            ),
+            (Some(2), Some(6000), Some(2000))
+        );
     }
     let fragmented = by_size(4500);
     assert_eq!(fragmented["verdict"], "fragmentation");
     assert_eq!(fragmented["solved_by_collection"], false);
     assert_eq!(fragmented["blockers"]["offset"], 5500);
     assert_eq!(fragmented["blockers"]["blocked_bytes"], 500);
-    assert_eq!(fragmented["blockers"]["blocking"][0]["uid"], "0x0000000000000004");
+    assert_eq!(
+        fragmented["blockers"]["blocking"][0]["uid"],
+        "0x0000000000000004"
+    );
     let advice = fragmented["advice"].as_str().unwrap();
-    assert!(advice.starts_with("move or free 0x0000000000000004 first") && advice.contains("7.8 KiB contiguous"), "{advice}");
-    assert!(fragmented["map_link"].as_str().unwrap().ends_with("#memory=0x1e00000000000003&snapshot=2&range=4150:10000"), "window [5500,10000) and 30% around, within the memory");
+    assert!(
+        advice.starts_with("move or free 0x0000000000000004 first")
+            && advice.contains("7.8 KiB contiguous"),
+        "{advice}"
+    );
+    assert!(
+        fragmented["map_link"]
+            .as_str()
+            .unwrap()
+            .ends_with("#memory=0x1e00000000000003&snapshot=2&range=4150:10000"),
+        "window [5500,10000) and 30% around, within the memory"
+    );
     let exhausted = by_size(7000);
     assert_eq!(exhausted["verdict"], "exhaustion");
-    assert!(exhausted["advice"].as_str().unwrap().contains("(1000 bytes) more"), "{}", exhausted["advice"]);
+    assert!(
+        exhausted["advice"]
+            .as_str()
+            .unwrap()
+            .contains("(1000 bytes) more"),
+        "{}",
+        exhausted["advice"]
+    );
     let collectable = by_size(3500);
     assert_eq!(collectable["solved_by_collection"], true);
-    assert!(collectable["advice"].as_str().unwrap().starts_with("collection would make room"), "{}", collectable["advice"]);
+    assert!(
+        collectable["advice"]
+            .as_str()
+            .unwrap()
+            .starts_with("collection would make room"),
+        "{}",
+        collectable["advice"]
+    );
     // The same for people.
     let text = text_of(&db, &["oom"]);
-    assert!(text.contains("since seq 1 it freed 2.4 KiB in 2 collectable allocations"), "{text}");
-    assert!(text.contains("largest hole against the request (4.4 KiB) over the last snapshots:"), "{text}");
-    let rows: Vec<&str> = text.lines().filter(|line| line.trim_start().starts_with("seq ")).collect();
-    assert!(rows.len() == 6 && rows.iter().all(|row| row.ends_with("too small") || row.ends_with("fits")), "{rows:#?}");
-    assert!(text.contains("cheapest place  0x157c-0x2710 (4.4 KiB at 5.4 KiB)"), "the window in hex and human sizes: {text}");
-    assert!(text.contains("1 allocation in the way") && text.contains("moving or freeing it opens"), "{text}");
+    assert!(
+        text.contains("since seq 1 it freed 2.4 KiB in 2 collectable allocations"),
+        "{text}"
+    );
+    assert!(
+        text.contains("largest hole against the request (4.4 KiB) over the last snapshots:"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("seq "))
+        .collect();
+    assert!(
+        rows.len() == 6
+            && rows
+                .iter()
+                .all(|row| row.ends_with("too small") || row.ends_with("fits")),
+        "{rows:#?}"
+    );
+    assert!(
+        text.contains("cheapest place  0x157c-0x2710 (4.4 KiB at 5.4 KiB)"),
+        "the window in hex and human sizes: {text}"
+    );
+    assert!(
+        text.contains("1 allocation in the way") && text.contains("moving or freeing it opens"),
+        "{text}"
+    );
     assert!(text.contains("map             memstate map --html map.html, then open map.html#memory=0x1e00000000000003&snapshot=2"), "{text}");
 }
 
@@ -118,12 +196,25 @@ fn the_first_snapshot_of_a_node_says_there_is_nothing_to_compare_with() {
     // The example's GPU: holes [393216,458752) [786432,819200) [823296,1048576): 323584 free,
     // largest 225280; the future 0x6a alone blocks the window at 0xa0000, and without it
     // [655360, 1048576) = 384 KiB is free of anything unmovable.
-    assert_eq!(finding["recent"], json!([{"snapshot_id": 1, "seq": 3, "time_s": 1.5, "free_bytes": 323584, "largest_hole": 225280}]));
+    assert_eq!(
+        finding["recent"],
+        json!([{"snapshot_id": 1, "seq": 3, "time_s": 1.5, "free_bytes": 323584, "largest_hole": 225280}])
+    );
     let advice = finding["advice"].as_str().unwrap();
-    assert!(advice.starts_with("move or free 0x000000000000006a first (future, 4 KiB at 0xc8000)") && advice.contains("opens 384 KiB"), "{advice}");
+    assert!(
+        advice.starts_with("move or free 0x000000000000006a first (future, 4 KiB at 0xc8000)")
+            && advice.contains("opens 384 KiB"),
+        "{advice}"
+    );
     let text = text_of(&db, &["oom"]);
-    assert!(text.contains("(no earlier snapshot of this node to compare with)"), "{text}");
-    assert!(text.contains("cheapest place  0xa0000-0xe93e0 (293 KiB at 640 KiB)"), "{text}");
+    assert!(
+        text.contains("(no earlier snapshot of this node to compare with)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cheapest place  0xa0000-0xe93e0 (293 KiB at 640 KiB)"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -133,9 +224,18 @@ fn many_small_blockers_are_grouped_unless_all_is_asked() {
     // whole memory is blocked by all 42: the 5 largest (both instances and the 3 lowest futures)
     // are listed, the other 37 futures grouped: 37 KiB between 256 KiB + 3 * 2 KiB = 0x41800 and
     // the end of the last, 256 KiB + 39 * 2 KiB + 1 KiB = 0x53c00.
-    let mut allocations = vec![allocation(1, "instance", "valid", 0, 65536), allocation(2, "instance", "valid", 131072, 65536)];
+    let mut allocations = vec![
+        allocation(1, "instance", "valid", 0, 65536),
+        allocation(2, "instance", "valid", 131072, 65536),
+    ];
     for index in 0..40u64 {
-        allocations.push(allocation(10 + index, "future", "valid", 262144 + index * 2048, 1024));
+        allocations.push(allocation(
+            10 + index,
+            "future",
+            "valid",
+            262144 + index * 2048,
+            1024,
+        ));
     }
     let dumped = json!({"format": "memstate-dump", "version": 1, "run": {"id": "futures", "node": 0},
         "snapshot": {"seq": 0, "time_ns": 0, "reason": "request"},
@@ -144,19 +244,48 @@ fn many_small_blockers_are_grouped_unless_all_is_asked() {
     import(&db, &[&write_json(dir.path(), "d.json", &dumped)], 0);
     let text = text_of(&db, &["blockers", "--size", "1MiB"]);
     assert!(text.contains("42 allocations in the way"), "{text}");
-    assert!(text.contains("    and 37 more futures, 37 KiB, between 0x41800 and 0x53c00 (--all lists them)"), "{text}");
-    let listed: Vec<&str> = text.lines().filter(|line| line.trim_start().starts_with("0x00000000000000")).collect();
+    assert!(
+        text.contains(
+            "    and 37 more futures, 37 KiB, between 0x41800 and 0x53c00 (--all lists them)"
+        ),
+        "{text}"
+    );
+    let listed: Vec<&str> = text
+        .lines()
+        .filter(|line| line.trim_start().starts_with("0x00000000000000"))
+        .collect();
     assert_eq!(listed.len(), 5, "{text}");
-    assert!(listed.iter().all(|line| line.starts_with("    ")), "the table is indented under its heading: {text}");
-    for uid in ["0x0000000000000001", "0x0000000000000002", "0x000000000000000a", "0x000000000000000b", "0x000000000000000c"] {
-        assert!(listed.iter().any(|line| line.contains(uid)), "{uid} listed: {text}");
+    assert!(
+        listed.iter().all(|line| line.starts_with("    ")),
+        "the table is indented under its heading: {text}"
+    );
+    for uid in [
+        "0x0000000000000001",
+        "0x0000000000000002",
+        "0x000000000000000a",
+        "0x000000000000000b",
+        "0x000000000000000c",
+    ] {
+        assert!(
+            listed.iter().any(|line| line.contains(uid)),
+            "{uid} listed: {text}"
+        );
     }
     let all = text_of(&db, &["blockers", "--size", "1MiB", "--all"]);
-    assert_eq!(all.lines().filter(|line| line.trim_start().starts_with("0x00000000000000")).count(), 42, "{all}");
+    assert_eq!(
+        all.lines()
+            .filter(|line| line.trim_start().starts_with("0x00000000000000"))
+            .count(),
+        42,
+        "{all}"
+    );
     assert!(!all.contains("more futures"));
     // The machine-readable form always has every blocker.
     let report = json_of(&db, &["blockers", "--size", "1MiB"]);
-    assert_eq!(report[0]["blockers"]["blocking"].as_array().unwrap().len(), 42);
+    assert_eq!(
+        report[0]["blockers"]["blocking"].as_array().unwrap().len(),
+        42
+    );
 }
 
 /// The demo run's failure, found with SQL alone: (snapshot id, memory id, handle, node, seq, size).
@@ -173,13 +302,30 @@ fn demo_failure(conn: &Connection) -> (i64, i64, String, i64, i64, u64) {
 #[test]
 fn the_demo_report_agrees_with_sql_over_the_views() {
     let dir = tempfile::tempdir().unwrap();
-    let output = memstate().arg("demo").arg("--dir").arg(dir.path()).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = memstate()
+        .arg("demo")
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let db = dir.path().join("memstate.db");
     let conn = Connection::open(&db).unwrap();
     let (snapshot_id, memory_id, handle, node, seq, size) = demo_failure(&conn);
     let finding = json_of(&db, &["oom"])[0].clone();
-    assert_eq!((finding["snapshot_id"].as_i64(), finding["handle"].as_str(), finding["size"].as_u64()), (Some(snapshot_id), Some(handle.as_str()), Some(size)));
+    assert_eq!(
+        (
+            finding["snapshot_id"].as_i64(),
+            finding["handle"].as_str(),
+            finding["size"].as_u64()
+        ),
+        (Some(snapshot_id), Some(handle.as_str()), Some(size))
+    );
     // What collection freed: collectable at the node's previous snapshot, and gone or pending_free now.
     let previous: i64 = conn
         .query_row("SELECT snapshot_id FROM snapshots WHERE node = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT 1", [node, seq], |row| row.get(0))
@@ -194,7 +340,13 @@ fn the_demo_report_agrees_with_sql_over_the_views() {
         )
         .unwrap();
     assert!(count > 0, "the demo's collection ran before the failure");
-    assert_eq!((finding["collected_allocations"].as_i64(), finding["collected_bytes"].as_i64()), (Some(count), Some(bytes)));
+    assert_eq!(
+        (
+            finding["collected_allocations"].as_i64(),
+            finding["collected_bytes"].as_i64()
+        ),
+        (Some(count), Some(bytes))
+    );
     // The last six snapshots' free bytes and largest hole, from the holes themselves.
     let mut statement = conn
         .prepare(
@@ -202,13 +354,25 @@ fn the_demo_report_agrees_with_sql_over_the_views() {
              WHERE h.memory_id = ?1 AND s.seq <= ?2 GROUP BY s.seq ORDER BY s.seq DESC LIMIT 6",
         )
         .unwrap();
-    let mut expected: Vec<(i64, i64, i64)> = statement.query_map([memory_id, seq], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).unwrap().map(Result::unwrap).collect();
+    let mut expected: Vec<(i64, i64, i64)> = statement
+        .query_map([memory_id, seq], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     expected.reverse();
     let recent: Vec<(i64, i64, i64)> = finding["recent"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|row| (row["seq"].as_i64().unwrap(), row["free_bytes"].as_i64().unwrap(), row["largest_hole"].as_i64().unwrap()))
+        .map(|row| {
+            (
+                row["seq"].as_i64().unwrap(),
+                row["free_bytes"].as_i64().unwrap(),
+                row["largest_hole"].as_i64().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(recent, expected);
     // The blockers are the valid and pending_alloc allocations overlapping the window.
@@ -220,12 +384,32 @@ fn the_demo_report_agrees_with_sql_over_the_views() {
              AND offset < ?4 AND offset + size > ?3 ORDER BY offset",
         )
         .unwrap();
-    let uids: Vec<String> = statement.query_map([snapshot_id, memory_id, window_start, window_end], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
-    let reported: Vec<String> = finding["blockers"]["blocking"].as_array().unwrap().iter().map(|blocker| blocker["uid"].as_str().unwrap().to_string()).collect();
+    let uids: Vec<String> = statement
+        .query_map([snapshot_id, memory_id, window_start, window_end], |row| {
+            row.get(0)
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let reported: Vec<String> = finding["blockers"]["blocking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|blocker| blocker["uid"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(reported, uids);
     let text = String::from_utf8_lossy(&output.stdout);
-    assert!(text.contains("it freed ") && text.contains(&format!(" in {count} collectable allocations")), "{text}");
-    assert!(text.contains(&format!("map.html#memory={handle}&snapshot={snapshot_id}&range=")), "the demo links to the failure: {text}");
+    assert!(
+        text.contains("it freed ")
+            && text.contains(&format!(" in {count} collectable allocations")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "map.html#memory={handle}&snapshot={snapshot_id}&range="
+        )),
+        "the demo links to the failure: {text}"
+    );
 }
 
 #[test]
@@ -234,29 +418,85 @@ fn the_demo_page_opens_on_the_failure_and_follows_every_link() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let output = memstate().arg("demo").arg("--dir").arg(dir.path()).output().unwrap();
+    let output = memstate()
+        .arg("demo")
+        .arg("--dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let db = dir.path().join("memstate.db");
     let page = dir.path().join("map.html");
     let conn = Connection::open(&db).unwrap();
     let (snapshot_id, _, handle, node, seq, size) = demo_failure(&conn);
     // What `blockers` lists for the same request at the same place.
-    let alignment: i64 = conn.query_row("SELECT coalesce(alignment, 1) FROM failed_requests WHERE snapshot_id = ?1", [snapshot_id], |row| row.get(0)).unwrap();
-    let asked = json_of(&db, &["blockers", "--size", &size.to_string(), "--alignment", &alignment.to_string(), "-s", &snapshot_id.to_string(), "-m", &handle]);
+    let alignment: i64 = conn
+        .query_row(
+            "SELECT coalesce(alignment, 1) FROM failed_requests WHERE snapshot_id = ?1",
+            [snapshot_id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let asked = json_of(
+        &db,
+        &[
+            "blockers",
+            "--size",
+            &size.to_string(),
+            "--alignment",
+            &alignment.to_string(),
+            "-s",
+            &snapshot_id.to_string(),
+            "-m",
+            &handle,
+        ],
+    );
     let window_start = asked[0]["blockers"]["offset"].as_u64().unwrap();
-    let blockers: Vec<String> = asked[0]["blockers"]["blocking"].as_array().unwrap().iter().map(|blocker| blocker["uid"].as_str().unwrap().to_string()).collect();
+    let blockers: Vec<String> = asked[0]["blockers"]["blocking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|blocker| blocker["uid"].as_str().unwrap().to_string())
+        .collect();
     assert!(!blockers.is_empty());
 
     let dom = dom_of(&page, "");
     screenshot(&page, "", &dir.path().join("demo-map.png"));
     assert_eq!(body_attribute(&dom, "data-error"), None, "script error");
-    assert_eq!(body_attribute(&dom, "data-memory").as_deref(), Some(handle.as_str()), "opens on the failed memory");
-    assert_eq!(body_attribute(&dom, "data-snapshot"), Some(snapshot_id.to_string()), "and the failed snapshot");
-    assert_eq!(body_attribute(&dom, "data-window"), Some(format!("{window_start}:{}", window_start + size)), "the request's window is marked");
-    assert_eq!(body_attribute(&dom, "data-blockers"), Some(blockers.join(" ")), "the blockers are outlined");
-    assert!(body_attribute(&dom, "data-verdict").unwrap().starts_with("Fragmentation."), "{dom:.0}");
-    assert!(dom.contains("Out of memory: a request of"), "the verdict panel");
-    let rects: u64 = body_attribute(&dom, "data-history-rects").expect("the history is drawn").parse().unwrap();
+    assert_eq!(
+        body_attribute(&dom, "data-memory").as_deref(),
+        Some(handle.as_str()),
+        "opens on the failed memory"
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-snapshot"),
+        Some(snapshot_id.to_string()),
+        "and the failed snapshot"
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-window"),
+        Some(format!("{window_start}:{}", window_start + size)),
+        "the request's window is marked"
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-blockers"),
+        Some(blockers.join(" ")),
+        "the blockers are outlined"
+    );
+    assert!(
+        body_attribute(&dom, "data-verdict")
+            .unwrap()
+            .starts_with("Fragmentation."),
+        "{dom:.0}"
+    );
+    assert!(
+        dom.contains("Out of memory: a request of"),
+        "the verdict panel"
+    );
+    let rects: u64 = body_attribute(&dom, "data-history-rects")
+        .expect("the history is drawn")
+        .parse()
+        .unwrap();
     assert!(rects > 10, "{rects} history rectangles");
 
     // memory + snapshot: another GPU of the node, at the node's first snapshot on the page.
@@ -269,34 +509,92 @@ fn the_demo_page_opens_on_the_failure_and_follows_every_link() {
         )
         .unwrap();
     let dom = dom_of(&page, &format!("#memory={other}&snapshot={earlier}"));
-    assert_eq!((body_attribute(&dom, "data-memory"), body_attribute(&dom, "data-snapshot")), (Some(other.clone()), Some(earlier.to_string())));
+    assert_eq!(
+        (
+            body_attribute(&dom, "data-memory"),
+            body_attribute(&dom, "data-snapshot")
+        ),
+        (Some(other.clone()), Some(earlier.to_string()))
+    );
     assert_eq!(body_attribute(&dom, "data-message"), None);
     // The handle as Realm prints it (16 bare digits), a range and a probe on the first blocker.
     let first: (u64, u64) = conn
-        .query_row("SELECT offset, size FROM allocations WHERE snapshot_id = ?1 AND uid = ?2", rusqlite::params![snapshot_id, blockers[0]], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)))
+        .query_row(
+            "SELECT offset, size FROM allocations WHERE snapshot_id = ?1 AND uid = ?2",
+            rusqlite::params![snapshot_id, blockers[0]],
+            |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)),
+        )
         .unwrap();
     let bare = handle.trim_start_matches("0x");
-    let dom = dom_of(&page, &format!("#memory={bare}&snapshot={snapshot_id}&range={}:{}&probe={}", first.0, first.0 + first.1, first.0 + first.1 / 2));
-    assert_eq!(body_attribute(&dom, "data-memory").as_deref(), Some(handle.as_str()));
-    assert_eq!(body_attribute(&dom, "data-view"), Some(format!("{}:{}", first.0, first.0 + first.1)));
+    let dom = dom_of(
+        &page,
+        &format!(
+            "#memory={bare}&snapshot={snapshot_id}&range={}:{}&probe={}",
+            first.0,
+            first.0 + first.1,
+            first.0 + first.1 / 2
+        ),
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-memory").as_deref(),
+        Some(handle.as_str())
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-view"),
+        Some(format!("{}:{}", first.0, first.0 + first.1))
+    );
     let probe = body_attribute(&dom, "data-probe").unwrap();
-    assert!(probe.contains(&format!("uid {}", blockers[0])) && probe.contains("BLOCKS the request"), "{probe}");
+    assert!(
+        probe.contains(&format!("uid {}", blockers[0])) && probe.contains("BLOCKS the request"),
+        "{probe}"
+    );
     // time=: the snapshot current at a time (here the earlier snapshot's own time).
-    let time: f64 = conn.query_row("SELECT time_s FROM snapshots WHERE snapshot_id = ?1", [earlier], |row| row.get(0)).unwrap();
+    let time: f64 = conn
+        .query_row(
+            "SELECT time_s FROM snapshots WHERE snapshot_id = ?1",
+            [earlier],
+            |row| row.get(0),
+        )
+        .unwrap();
     let dom = dom_of(&page, &format!("#time={time}"));
-    assert_eq!(body_attribute(&dom, "data-jumped"), Some(earlier.to_string()));
+    assert_eq!(
+        body_attribute(&dom, "data-jumped"),
+        Some(earlier.to_string())
+    );
     // A handle or snapshot that is not on the page: a message, not another memory.
     let dom = dom_of(&page, "#memory=0x1e00000000000077&snapshot=1");
     let message = body_attribute(&dom, "data-message").expect("a message");
-    assert!(message.contains("No memory 0x1e00000000000077") || message.contains("no snapshot 1"), "{message}");
-    let dom = dom_of(&page, &format!("#memory=0x1e00000000000077&snapshot={snapshot_id}"));
-    assert!(body_attribute(&dom, "data-message").unwrap().contains("No memory 0x1e00000000000077"), "{dom:.0}");
-    assert!(dom.contains("data-hidden=\"1\""), "nothing else is drawn in its place");
-    screenshot(&page, "#memory=0x1e00000000000077", &dir.path().join("demo-wrong.png"));
+    assert!(
+        message.contains("No memory 0x1e00000000000077") || message.contains("no snapshot 1"),
+        "{message}"
+    );
+    let dom = dom_of(
+        &page,
+        &format!("#memory=0x1e00000000000077&snapshot={snapshot_id}"),
+    );
+    assert!(
+        body_attribute(&dom, "data-message")
+            .unwrap()
+            .contains("No memory 0x1e00000000000077"),
+        "{dom:.0}"
+    );
+    assert!(
+        dom.contains("data-hidden=\"1\""),
+        "nothing else is drawn in its place"
+    );
+    screenshot(
+        &page,
+        "#memory=0x1e00000000000077",
+        &dir.path().join("demo-wrong.png"),
+    );
     let dom = dom_of(&page, "#snapshot=999999");
-    assert!(body_attribute(&dom, "data-message").unwrap().contains("no snapshot 999999"));
+    assert!(body_attribute(&dom, "data-message")
+        .unwrap()
+        .contains("no snapshot 999999"));
     let dom = dom_of(&page, "#range=9:3");
-    assert!(body_attribute(&dom, "data-message").unwrap().contains("not START:END"));
+    assert!(body_attribute(&dom, "data-message")
+        .unwrap()
+        .contains("not START:END"));
 }
 
 #[test]
@@ -317,13 +615,29 @@ fn without_a_failure_the_page_opens_on_the_most_fragmented_memory() {
     let db = dir.path().join("t.db");
     import(&db, &[&write_json(dir.path(), "quiet.json", &value)], 0);
     let page = dir.path().join("quiet.html");
-    let output = memstate().arg("--db").arg(&db).args(["map", "--html"]).arg(&page).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let said = String::from_utf8_lossy(&output.stdout);
-    assert!(said.contains("#memory=0x1e00000000000003&snapshot=1"), "{said}");
+    assert!(
+        said.contains("#memory=0x1e00000000000003&snapshot=1"),
+        "{said}"
+    );
     let dom = dom_of(&page, "");
-    assert_eq!(body_attribute(&dom, "data-memory").as_deref(), Some("0x1e00000000000003"));
-    assert_eq!(body_attribute(&dom, "data-window"), None, "no request marked");
+    assert_eq!(
+        body_attribute(&dom, "data-memory").as_deref(),
+        Some("0x1e00000000000003")
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-window"),
+        None,
+        "no request marked"
+    );
 }
 
 #[test]
@@ -339,8 +653,18 @@ fn the_history_of_a_thousand_snapshots_draws_and_tells_what_lived_where() {
     for seq in 0..1000u64 {
         let mut allocations = vec![allocation(1, "instance", "valid", 512 << 20, 16 << 20)];
         for slot in 0..50u64 {
-            let state = if slot % 3 == 0 { "collectable" } else { "valid" };
-            allocations.push(allocation(2 + seq * 50 + slot, "deferred_buffer", state, slot * (8 << 20), 4 << 20));
+            let state = if slot % 3 == 0 {
+                "collectable"
+            } else {
+                "valid"
+            };
+            allocations.push(allocation(
+                2 + seq * 50 + slot,
+                "deferred_buffer",
+                state,
+                slot * (8 << 20),
+                4 << 20,
+            ));
         }
         let dumped = json!({"format": "memstate-dump", "version": 1, "run": {"id": "long", "node": 0},
             "snapshot": {"seq": seq, "time_ns": seq * 10_000_000, "reason": "periodic"},
@@ -352,27 +676,63 @@ fn the_history_of_a_thousand_snapshots_draws_and_tells_what_lived_where() {
     let db = dir.path().join("t.db");
     import(&db, &[&run], 0);
     let conn = Connection::open(&db).unwrap();
-    let (first, last): (i64, i64) = conn.query_row("SELECT min(snapshot_id), max(snapshot_id) FROM snapshots", [], |row| Ok((row.get(0)?, row.get(1)?))).unwrap();
+    let (first, last): (i64, i64) = conn
+        .query_row(
+            "SELECT min(snapshot_id), max(snapshot_id) FROM snapshots",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
     let page = dir.path().join("history.html");
-    let output = memstate().arg("--db").arg(&db).args(["map", "--html"]).arg(&page).args(["--history", "-m", "0x1e00000000000003"]).output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(String::from_utf8_lossy(&output.stdout).contains("history of 50001 allocation spans"), "{}", String::from_utf8_lossy(&output.stdout));
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--html"])
+        .arg(&page)
+        .args(["--history", "-m", "0x1e00000000000003"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("history of 50001 allocation spans"),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     // At 5 s, 520 MiB: the pinned allocation, from the first snapshot to the last.
     let dom = dom_of(&page, &format!("#at=5:{}", 520u64 << 20));
     assert_eq!(body_attribute(&dom, "data-error"), None);
-    let rects: u64 = body_attribute(&dom, "data-history-rects").unwrap().parse().unwrap();
+    let rects: u64 = body_attribute(&dom, "data-history-rects")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(rects > 1000, "{rects} rectangles drawn");
     let first_draw = body_attribute(&dom, "data-history-first-draw-ms").unwrap();
     eprintln!("history of 1,000 snapshots and 50,001 spans: first draw {first_draw} ms, {rects} rectangles, page {} bytes", std::fs::metadata(&page).unwrap().len());
     let probe = body_attribute(&dom, "data-history-probe").unwrap();
-    assert!(probe.contains("uid 0x0000000000000001") && probe.contains(&format!("snapshots {first} to {last}")) && probe.contains("instance, valid"), "{probe}");
+    assert!(
+        probe.contains("uid 0x0000000000000001")
+            && probe.contains(&format!("snapshots {first} to {last}"))
+            && probe.contains("instance, valid"),
+        "{probe}"
+    );
     // At 5.005 s, 2 MiB: the slot-0 allocation of snapshot 500 (uid 2 + 500 * 50), collectable.
     let dom = dom_of(&page, &format!("#at=5.005:{}", 2u64 << 20));
     let probe = body_attribute(&dom, "data-history-probe").unwrap();
-    assert!(probe.contains(&format!("uid 0x{:016x}", 2 + 500 * 50)) && probe.contains("collectable"), "{probe}");
+    assert!(
+        probe.contains(&format!("uid 0x{:016x}", 2 + 500 * 50)) && probe.contains("collectable"),
+        "{probe}"
+    );
     // Between slots (6 MiB lies in [4 MiB, 8 MiB), free throughout): nothing.
     let dom = dom_of(&page, &format!("#at=5:{}", 6u64 << 20));
-    assert_eq!(body_attribute(&dom, "data-history-probe").as_deref(), Some("nothing"));
+    assert_eq!(
+        body_attribute(&dom, "data-history-probe").as_deref(),
+        Some("nothing")
+    );
     screenshot(&page, "", &dir.path().join("history.png"));
 }
 
@@ -385,25 +745,65 @@ fn oom_and_blockers_write_the_page_and_print_links_into_it() {
     let db = story_db(dir.path());
     let page = dir.path().join("oom.html");
     let text = text_of(&db, &["oom", "--html", page.to_str().unwrap()]);
-    let links: Vec<&str> = text.lines().filter_map(|line| line.trim_start().strip_prefix("map             ")).collect();
+    let links: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("map             "))
+        .collect();
     assert_eq!(links.len(), 3, "{text}");
     for link in &links {
-        assert!(link.starts_with("file://") && link.contains("oom.html#memory=0x1e00000000000003&snapshot=2"), "{link}");
+        assert!(
+            link.starts_with("file://")
+                && link.contains("oom.html#memory=0x1e00000000000003&snapshot=2"),
+            "{link}"
+        );
     }
     // The link of the 4500-byte request opens on its window, [5500, 10000).
-    let fragment = links.iter().find(|link| link.contains("range=4150:10000")).unwrap().split_once('#').unwrap().1;
+    let fragment = links
+        .iter()
+        .find(|link| link.contains("range=4150:10000"))
+        .unwrap()
+        .split_once('#')
+        .unwrap()
+        .1;
     let dom = dom_of(&page, &format!("#{fragment}"));
-    assert_eq!(body_attribute(&dom, "data-window").as_deref(), Some("5500:10000"));
-    assert_eq!(body_attribute(&dom, "data-blockers").as_deref(), Some("0x0000000000000004"));
+    assert_eq!(
+        body_attribute(&dom, "data-window").as_deref(),
+        Some("5500:10000")
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-blockers").as_deref(),
+        Some("0x0000000000000004")
+    );
     let view = body_attribute(&dom, "data-view").unwrap();
     assert!(view.starts_with("4150:"), "{view}");
     // blockers --html: the asked-about request marked.
     let asked = dir.path().join("asked.html");
-    let text = text_of(&db, &["blockers", "--size", "4500", "-s", "1", "--html", asked.to_str().unwrap()]);
-    assert!(text.contains("asked.html#memory=0x1e00000000000003&snapshot=1&range="), "{text}");
+    let text = text_of(
+        &db,
+        &[
+            "blockers",
+            "--size",
+            "4500",
+            "-s",
+            "1",
+            "--html",
+            asked.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        text.contains("asked.html#memory=0x1e00000000000003&snapshot=1&range="),
+        "{text}"
+    );
     let dom = dom_of(&asked, "");
-    assert!(body_attribute(&dom, "data-window").is_some() && body_attribute(&dom, "data-snapshot").as_deref() == Some("1"), "{dom:.0}");
-    assert!(dom.contains("A request of 4.4 KiB."), "the panel says it was asked, not failed");
+    assert!(
+        body_attribute(&dom, "data-window").is_some()
+            && body_attribute(&dom, "data-snapshot").as_deref() == Some("1"),
+        "{dom:.0}"
+    );
+    assert!(
+        dom.contains("A request of 4.4 KiB."),
+        "the panel says it was asked, not failed"
+    );
 }
 
 #[test]
@@ -411,22 +811,65 @@ fn the_charts_name_the_failed_memory_and_draw_the_request() {
     let dir = tempfile::tempdir().unwrap();
     let db = story_db(dir.path());
     let svg_path = dir.path().join("largest.svg");
-    text_of(&db, &["plot", "--metric", "largest-hole", "--x", "seq", "--out", svg_path.to_str().unwrap()]);
+    text_of(
+        &db,
+        &[
+            "plot",
+            "--metric",
+            "largest-hole",
+            "--x",
+            "seq",
+            "--out",
+            svg_path.to_str().unwrap(),
+        ],
+    );
     let svg = std::fs::read_to_string(&svg_path).unwrap();
-    assert!(svg.contains("OOM: node 0 0x1e00000000000003"), "the OOM mark names the memory");
-    assert!(svg.contains("(out of memory)"), "the failed memory's line is named in the legend");
+    assert!(
+        svg.contains("OOM: node 0 0x1e00000000000003"),
+        "the OOM mark names the memory"
+    );
+    assert!(
+        svg.contains("(out of memory)"),
+        "the failed memory's line is named in the legend"
+    );
     for size in ["4.4 KiB", "6.8 KiB", "3.4 KiB"] {
-        assert!(svg.contains(&format!("failed request: {size}")), "a line for the {size} request");
+        assert!(
+            svg.contains(&format!("failed request: {size}")),
+            "a line for the {size} request"
+        );
     }
-    assert!(svg.contains("stroke-width=\"5\""), "the failed memory's line is thick");
-    assert!(!svg.to_lowercase().contains("#f0e442") && !svg.contains("rgb(240,228,66)"), "no faint yellow");
+    assert!(
+        svg.contains("stroke-width=\"5\""),
+        "the failed memory's line is thick"
+    );
+    assert!(
+        !svg.to_lowercase().contains("#f0e442") && !svg.contains("rgb(240,228,66)"),
+        "no faint yellow"
+    );
     // Figures a request does not compare with get no request line.
     let frag = dir.path().join("frag.svg");
-    text_of(&db, &["plot", "--metric", "fragmentation", "--out", frag.to_str().unwrap()]);
-    assert!(!std::fs::read_to_string(&frag).unwrap().contains("failed request"));
+    text_of(
+        &db,
+        &[
+            "plot",
+            "--metric",
+            "fragmentation",
+            "--out",
+            frag.to_str().unwrap(),
+        ],
+    );
+    assert!(!std::fs::read_to_string(&frag)
+        .unwrap()
+        .contains("failed request"));
     // A PNG is refused, naming the file; nothing is written.
     let png = dir.path().join("x.png");
-    let output = memstate().arg("--db").arg(&db).args(["plot", "--out"]).arg(&png).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["plot", "--out"])
+        .arg(&png)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("x.png") && !png.exists());
 }

@@ -13,7 +13,12 @@ fn terminal_bars_of_the_example_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
-    let output = memstate().arg("--db").arg(&db).args(["map", "--width", "16"]).output().unwrap();
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--width", "16"])
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(0));
     let text = String::from_utf8(output.stdout).unwrap();
     // GPU, 65536 bytes a cell: valid [0,262144) = 4 cells, collectable 2, hole 1, valid 1, the
@@ -22,22 +27,53 @@ fn terminal_bars_of_the_example_by_hand() {
     assert!(text.contains("|VVVVcc.Vaaff....|"), "{text}");
     // SYSTEM, 256 bytes a cell: valid [0,1024), unaccounted [1024,2048), listed hole, unaccounted.
     assert!(text.contains("|VVVVxxxx....xxxx|"), "{text}");
-    assert!(text.contains("V valid") && text.contains(". hole") && text.contains("x unaccounted"), "legend: {text}");
+    assert!(
+        text.contains("V valid") && text.contains(". hole") && text.contains("x unaccounted"),
+        "legend: {text}"
+    );
     assert!(!text.contains('\x1b'), "no colours when not a terminal");
     // Zoomed on [458752, 851968): 12 cells of 32768 bytes: valid 2, pending_alloc 4, the rest of
     // the pending_free 4, a hole, then the cell holding the future but mostly hole.
-    let zoom = memstate().arg("--db").arg(&db).args(["map", "--memory", "GPU_FB_MEM", "--width", "12", "--range", "458752:851968"]).output().unwrap();
+    let zoom = memstate()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "map",
+            "--memory",
+            "GPU_FB_MEM",
+            "--width",
+            "12",
+            "--range",
+            "458752:851968",
+        ])
+        .output()
+        .unwrap();
     let zoom = String::from_utf8(zoom.stdout).unwrap();
     assert!(zoom.contains("|VVaaaaffff..|"), "{zoom}");
-    memstate().arg("--db").arg(&db).args(["map", "--range", "9:3"]).assert().code(2);
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--range", "9:3"])
+        .assert()
+        .code(2);
 }
 
 /// Headless Chromium, or `None` (the test is skipped with a message, or fails under CI).
 pub fn browser() -> Option<PathBuf> {
-    let candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
-    let found = candidates.iter().map(PathBuf::from).find(|path| path.exists());
+    let candidates = [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+    ];
+    let found = candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|path| path.exists());
     if found.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "headless Chromium is needed for the map tests; .ci/run installs Debian's chromium");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "headless Chromium is needed for the map tests; .ci/run installs Debian's chromium"
+        );
         eprintln!("SKIPPED: headless Chromium is not installed (needed to open the HTML map); .ci/run installs it");
     }
     found
@@ -56,7 +92,16 @@ fn open_in_chromium(page: &Path, screenshot: &Path) -> String {
 fn headless(profile: &Path, size: &str) -> Command {
     let mut command = Command::new(chromium());
     command
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+        ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--window-size={size}"));
     command
@@ -65,8 +110,16 @@ fn headless(profile: &Path, size: &str) -> Command {
 /// The page's DOM after load, opened at `hash` (`#memory=...` or empty).
 pub fn dom_of(page: &Path, hash: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
-    let output = headless(profile.path(), "1200,900").arg("--dump-dom").arg(format!("file://{}{hash}", page.display())).output().unwrap();
-    assert!(output.status.success(), "chromium: {}", String::from_utf8_lossy(&output.stderr));
+    let output = headless(profile.path(), "1200,900")
+        .arg("--dump-dom")
+        .arg(format!("file://{}{hash}", page.display()))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 
@@ -74,9 +127,18 @@ pub fn dom_of(page: &Path, hash: &str) -> String {
 /// names a folder).
 pub fn screenshot(page: &Path, hash: &str, png: &Path) {
     let profile = tempfile::tempdir().unwrap();
-    let status = headless(profile.path(), "1300,1000").arg(format!("--screenshot={}", png.display())).arg(format!("file://{}{hash}", page.display())).output().unwrap();
+    let status = headless(profile.path(), "1300,1000")
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}{hash}", page.display()))
+        .output()
+        .unwrap();
     assert!(status.status.success());
-    assert!(std::fs::metadata(png).map(|meta| meta.len() > 1000).unwrap_or(false), "no screenshot");
+    assert!(
+        std::fs::metadata(png)
+            .map(|meta| meta.len() > 1000)
+            .unwrap_or(false),
+        "no screenshot"
+    );
     if let Some(folder) = std::env::var_os("MEMSTATE_SHOTS") {
         let _ = std::fs::copy(png, Path::new(&folder).join(png.file_name().unwrap()));
     }
@@ -104,19 +166,45 @@ fn the_html_map_draws_in_a_real_browser() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     // A simulated run, several snapshots for the slider.
-    let config = memstate::sim::Config { steps: 80, ..Default::default() };
+    let config = memstate::sim::Config {
+        steps: 80,
+        ..Default::default()
+    };
     memstate::sim::simulate(&config, &dir.path().join("run"), &mut |_| {}).unwrap();
     import(&db, &[&dir.path().join("run")], 0);
     let page = dir.path().join("map.html");
-    memstate().arg("--db").arg(&db).args(["map", "--snapshots", "1..8", "--html"]).arg(&page).assert().success();
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--snapshots", "1..8", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(!html.contains("http://") && !html.contains("https://") && !html.contains("<script src"), "the page must not reach the network");
+    assert!(
+        !html.contains("http://") && !html.contains("https://") && !html.contains("<script src"),
+        "the page must not reach the network"
+    );
     let dom = open_in_chromium(&page, &dir.path().join("map.png"));
-    assert_eq!(body_attribute(&dom, "data-error"), None, "script error in the page");
-    assert_eq!(body_attribute(&dom, "data-drawn").as_deref(), Some("1"), "the page did not draw");
-    let painted: u64 = body_attribute(&dom, "data-painted").unwrap().parse().unwrap();
+    assert_eq!(
+        body_attribute(&dom, "data-error"),
+        None,
+        "script error in the page"
+    );
+    assert_eq!(
+        body_attribute(&dom, "data-drawn").as_deref(),
+        Some("1"),
+        "the page did not draw"
+    );
+    let painted: u64 = body_attribute(&dom, "data-painted")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(painted > 10_000, "only {painted} pixels painted");
-    assert!(dom.contains("Largest holes") && dom.contains("GPU_FB_MEM"), "chooser and holes list");
+    assert!(
+        dom.contains("Largest holes") && dom.contains("GPU_FB_MEM"),
+        "chooser and holes list"
+    );
 }
 
 #[test]
@@ -137,13 +225,22 @@ fn the_html_map_handles_fifty_thousand_allocations() {
     let db = dir.path().join("t.db");
     import(&db, &[&file], 0);
     let page = dir.path().join("big.html");
-    memstate().arg("--db").arg(&db).args(["map", "--html"]).arg(&page).assert().success();
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
     let bytes = std::fs::metadata(&page).unwrap().len();
     assert!(bytes < 50_000 * 80, "{bytes} bytes for 50,000 allocations");
     let dom = open_in_chromium(&page, &dir.path().join("big.png"));
     assert_eq!(body_attribute(&dom, "data-error"), None);
     assert_eq!(body_attribute(&dom, "data-drawn").as_deref(), Some("1"));
-    eprintln!("50,000 allocations: {bytes} bytes, first draw {} ms", body_attribute(&dom, "data-draw-ms").unwrap_or_default());
+    eprintln!(
+        "50,000 allocations: {bytes} bytes, first draw {} ms",
+        body_attribute(&dom, "data-draw-ms").unwrap_or_default()
+    );
 }
 
 #[test]
@@ -152,15 +249,48 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
     let db = dir.path().join("t.db");
     import(&db, &[&data("run")], 0);
     let svg_path = dir.path().join("trend.svg");
-    memstate().arg("--db").arg(&db).args(["plot", "--metric", "largest-hole", "--x", "seq", "--run", "golden", "--out"]).arg(&svg_path).assert().success();
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "plot",
+            "--metric",
+            "largest-hole",
+            "--x",
+            "seq",
+            "--run",
+            "golden",
+            "--out",
+        ])
+        .arg(&svg_path)
+        .assert()
+        .success();
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..100.min(svg.len())]);
-    for words in ["Largest hole", "run golden", "snapshot (seq)", "(bytes)", "node 0 GPU_FB_MEM 0x1e00000000000003", "node 1 GPU_FB_MEM 0x1e00010000000003", "OOM"] {
+    for words in [
+        "Largest hole",
+        "run golden",
+        "snapshot (seq)",
+        "(bytes)",
+        "node 0 GPU_FB_MEM 0x1e00000000000003",
+        "node 1 GPU_FB_MEM 0x1e00010000000003",
+        "OOM",
+    ] {
         assert!(svg.contains(words), "{words:?} missing from the chart");
     }
     // Three memories: three lines (polylines), plus the OOM mark.
-    assert!(svg.matches("<polyline").count() >= 4, "lines: {}", svg.matches("<polyline").count());
-    memstate().arg("--db").arg(&db).args(["plot", "--memory", "HDF_MEM", "--out"]).arg(dir.path().join("x.svg")).assert().code(2);
+    assert!(
+        svg.matches("<polyline").count() >= 4,
+        "lines: {}",
+        svg.matches("<polyline").count()
+    );
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["plot", "--memory", "HDF_MEM", "--out"])
+        .arg(dir.path().join("x.svg"))
+        .assert()
+        .code(2);
 }
 
 #[test]
@@ -172,25 +302,56 @@ fn the_html_map_zooms_and_tells_what_is_where() {
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
     let page = dir.path().join("small.html");
-    memstate().arg("--db").arg(&db).args(["map", "--memory", "GPU_FB_MEM", "--html"]).arg(&page).assert().success();
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["map", "--memory", "GPU_FB_MEM", "--html"])
+        .arg(&page)
+        .assert()
+        .success();
     // Zoom on the future at [819200, 823296) and ask what is at its first byte.
-    let dom = open_link_in_chromium(&page, "#range=818176:824320&probe=819200", &dir.path().join("zoom.png"));
+    let dom = open_link_in_chromium(
+        &page,
+        "#range=818176:824320&probe=819200",
+        &dir.path().join("zoom.png"),
+    );
     assert_eq!(body_attribute(&dom, "data-error"), None);
-    assert_eq!(body_attribute(&dom, "data-view").as_deref(), Some("818176:824320"));
+    assert_eq!(
+        body_attribute(&dom, "data-view").as_deref(),
+        Some("818176:824320")
+    );
     let probe = body_attribute(&dom, "data-probe").expect("the probe ran");
-    assert!(probe.contains("uid 0x000000000000006a") && probe.contains("future, valid") && probe.contains("size 4096") && probe.contains("future 0 of task 42"), "{probe}");
+    assert!(
+        probe.contains("uid 0x000000000000006a")
+            && probe.contains("future, valid")
+            && probe.contains("size 4096")
+            && probe.contains("future 0 of task 42"),
+        "{probe}"
+    );
     // Where a pending_alloc lies over a pending_free, it is the one shown.
     let dom = open_link_in_chromium(&page, "#probe=524288", &dir.path().join("deferred.png"));
-    assert!(body_attribute(&dom, "data-probe").unwrap().contains("pending_alloc"));
+    assert!(body_attribute(&dom, "data-probe")
+        .unwrap()
+        .contains("pending_alloc"));
     // A hole, and the allocation holding a client object.
     let dom = open_link_in_chromium(&page, "#probe=400000", &dir.path().join("hole.png"));
     let probe = body_attribute(&dom, "data-probe").unwrap();
-    assert!(probe.contains("hole 0x60000-0x70000 [393216, 458752)") && probe.contains("65536 bytes"), "{probe}");
+    assert!(
+        probe.contains("hole 0x60000-0x70000 [393216, 458752)") && probe.contains("65536 bytes"),
+        "{probe}"
+    );
     let dom = open_link_in_chromium(&page, "#probe=1000", &dir.path().join("object.png"));
     let probe = body_attribute(&dom, "data-probe").unwrap();
-    assert!(probe.contains("provenance train.py:12") && probe.contains("objects store-17 (x)"), "{probe}");
+    assert!(
+        probe.contains("provenance train.py:12") && probe.contains("objects store-17 (x)"),
+        "{probe}"
+    );
     // The view never leaves the memory.
-    let dom = open_link_in_chromium(&page, "#range=2000000:3000000", &dir.path().join("clamped.png"));
+    let dom = open_link_in_chromium(
+        &page,
+        "#range=2000000:3000000",
+        &dir.path().join("clamped.png"),
+    );
     let view = body_attribute(&dom, "data-view").unwrap();
     let end: f64 = view.split(':').nth(1).unwrap().parse().unwrap();
     assert!(end <= 1048576.0, "{view}");

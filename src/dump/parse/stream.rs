@@ -14,7 +14,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 
 use super::super::json::{Json, Members, Number, Text};
 use super::super::model::{Allocation, Memory, Range};
@@ -47,7 +49,11 @@ macro_rules! other_values {
             Ok(self.other(Json::Bool(value)))
         }
         fn visit_i64<E: de::Error>(self, value: i64) -> Result<Self::Value, E> {
-            Ok(self.other(Json::Number(if value >= 0 { Number::Unsigned(value as u64) } else { Number::Signed(value) })))
+            Ok(self.other(Json::Number(if value >= 0 {
+                Number::Unsigned(value as u64)
+            } else {
+                Number::Signed(value)
+            })))
         }
         fn visit_u64<E: de::Error>(self, value: u64) -> Result<Self::Value, E> {
             Ok(self.other(Json::Number(Number::Unsigned(value))))
@@ -114,7 +120,8 @@ impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
         let mut repeated_key: Option<String> = None;
         let mut strings_seen = false;
         while let Some(Text(key)) = map.next_key()? {
-            let seen = members.iter().any(|(name, _)| name == &key) || (key == "memories" && memories.is_some());
+            let seen = members.iter().any(|(name, _)| name == &key)
+                || (key == "memories" && memories.is_some());
             if seen {
                 repeated_key.get_or_insert_with(|| key.to_string());
                 map.next_value::<IgnoredAny>()?;
@@ -127,7 +134,9 @@ impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
                         self.parser.load_table(&table);
                     }
                 }
-                memories = Some(map.next_value_seed(Memories { parser: &mut *self.parser })?);
+                memories = Some(map.next_value_seed(Memories {
+                    parser: &mut *self.parser,
+                })?);
             } else {
                 let value: Json<'de> = map.next_value()?;
                 if key == "strings" {
@@ -137,7 +146,11 @@ impl<'de> Visitor<'de> for Top<'_, '_, 'de> {
                 members.push((key, value));
             }
         }
-        Ok(TopValue::Object { members, memories, repeated: repeated_key })
+        Ok(TopValue::Object {
+            members,
+            memories,
+            repeated: repeated_key,
+        })
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
@@ -209,8 +222,18 @@ impl<'de> Visitor<'de> for Memories<'_, '_> {
                 }
                 continue;
             }
-            let Some(memory) = seq.next_element_seed(MemorySeed { parser: &mut *self.parser, index })? else { break };
-            match memory.and_then(|memory| self.parser.check_new_memory_id(&items, &memory, index).map(|_| memory)) {
+            let Some(memory) = seq.next_element_seed(MemorySeed {
+                parser: &mut *self.parser,
+                index,
+            })?
+            else {
+                break;
+            };
+            match memory.and_then(|memory| {
+                self.parser
+                    .check_new_memory_id(&items, &memory, index)
+                    .map(|_| memory)
+            }) {
                 Ok(memory) => items.push(memory),
                 Err(failure) => error = Some(failure),
             }
@@ -234,7 +257,9 @@ struct MemorySeed<'p, 'f> {
 
 impl MemorySeed<'_, '_> {
     fn other(self, value: Json) -> Result<Memory, Error> {
-        Err(self.parser.not_an_object(&Path::Root.key("memories").index(self.index), &value))
+        Err(self
+            .parser
+            .not_an_object(&Path::Root.key("memories").index(self.index), &value))
     }
 }
 
@@ -266,13 +291,21 @@ impl<'de> Visitor<'de> for MemorySeed<'_, '_> {
             }
             match key.as_ref() {
                 "allocations" => {
-                    let read = Elements { parser: &mut *self.parser, memory: self.index, array: Array::Allocations };
+                    let read = Elements {
+                        parser: &mut *self.parser,
+                        memory: self.index,
+                        array: Array::Allocations,
+                    };
                     if let ReadElements::Allocations(listed) = map.next_value_seed(read)? {
                         allocations = Some(listed);
                     }
                 }
                 "holes" => {
-                    let read = Elements { parser: &mut *self.parser, memory: self.index, array: Array::Holes };
+                    let read = Elements {
+                        parser: &mut *self.parser,
+                        memory: self.index,
+                        array: Array::Holes,
+                    };
                     if let ReadElements::Holes(listed) = map.next_value_seed(read)? {
                         holes = Some(listed);
                     }
@@ -299,7 +332,19 @@ impl<'de> Visitor<'de> for MemorySeed<'_, '_> {
 
 /// The keys of an allocation object, in the order [`AllocationFields`] keeps their values.
 pub const ALLOCATION_KEYS: [&str; 13] = [
-    "uid", "handle", "kind", "state", "offset", "size", "alignment", "created_ns", "provenance", "label", "gc_priority", "fields", "attrs",
+    "uid",
+    "handle",
+    "kind",
+    "state",
+    "offset",
+    "size",
+    "alignment",
+    "created_ns",
+    "provenance",
+    "label",
+    "gc_priority",
+    "fields",
+    "attrs",
 ];
 
 /// One allocation object read straight into its known fields: no list of members to build and
@@ -326,7 +371,12 @@ impl<'de> Members<'de> for AllocationFields<'de> {
 
 impl<'de> AllocationFields<'de> {
     fn new() -> Self {
-        AllocationFields { values: Default::default(), unknown: None, repeated: None, not_an_object: None }
+        AllocationFields {
+            values: Default::default(),
+            unknown: None,
+            repeated: None,
+            not_an_object: None,
+        }
     }
 
     fn clear(&mut self) {
@@ -366,7 +416,9 @@ impl<'de> Visitor<'de> for Fill<'_, 'de> {
         let mut unknown_keys: Vec<Cow<'de, str>> = Vec::new();
         while let Some(Text(key)) = map.next_key()? {
             match ALLOCATION_KEYS.iter().position(|known| *known == key) {
-                Some(index) if read.values[index].is_none() => read.values[index] = Some(map.next_value()?),
+                Some(index) if read.values[index].is_none() => {
+                    read.values[index] = Some(map.next_value()?)
+                }
                 Some(_) => {
                     read.repeated.get_or_insert(key);
                     map.next_value::<IgnoredAny>()?;
@@ -481,7 +533,9 @@ impl<'de> Visitor<'de> for Elements<'_, '_> {
             Array::Holes => {
                 let array = memory.key("holes");
                 let read = read_elements(seq, |seq, index| {
-                    Ok(seq.next_element::<Json<'de>>()?.map(|value| parser.hole(&value, &array.index(index))))
+                    Ok(seq
+                        .next_element::<Json<'de>>()?
+                        .map(|value| parser.hole(&value, &array.index(index))))
                 })?;
                 Ok(ReadElements::Holes(read))
             }
