@@ -8,6 +8,10 @@
 -- Like growth, it reads memstate's private span table with integer ids (an open span's last_seq
 -- is NULL there, and ends nothing).
 --
+-- Sizes are summed in two halves (high and low 32 bits) and put together: exact while the total
+-- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
+-- "integer overflow" past that).
+--
 -- @param run  text  the run (runs.run)
 --
 -- @column node               id     the node
@@ -39,13 +43,13 @@ ends AS MATERIALIZED (
     WHERE m.run_id = (SELECT r.id FROM run r WHERE r.name = :run) AND o.next_seq IS NOT NULL
 ),
 appeared AS MATERIALIZED (
-    SELECT n.node, n.seq, count(*) AS allocations, sum(n.size) AS bytes
+    SELECT n.node, n.seq, count(*) AS allocations, (sum(n.size >> 32) * 4294967296 + sum(n.size & 4294967295)) AS bytes
     FROM starts n
     WHERE NOT EXISTS (SELECT 1 FROM ends e WHERE e.node = n.node AND e.uid = n.uid AND e.seq = n.seq)
     GROUP BY n.node, n.seq
 ),
 disappeared AS MATERIALIZED (
-    SELECT e.node, e.seq, count(*) AS allocations, sum(e.size) AS bytes
+    SELECT e.node, e.seq, count(*) AS allocations, (sum(e.size >> 32) * 4294967296 + sum(e.size & 4294967295)) AS bytes
     FROM ends e
     WHERE NOT EXISTS (SELECT 1 FROM starts n WHERE n.node = e.node AND n.uid = e.uid AND n.seq = e.seq)
     GROUP BY e.node, e.seq

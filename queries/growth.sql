@@ -8,6 +8,10 @@
 -- allocation_spans view, whose joins per span cost more than the whole question may take at 10
 -- million allocation rows; it is released with the schema it reads.
 --
+-- Sizes are summed in two halves (high and low 32 bits) and put together: exact while the total
+-- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
+-- "integer overflow" past that).
+--
 -- @param run  text     the run (runs.run)
 -- @param top  integer  at most this many rows (default 20)
 --
@@ -31,7 +35,9 @@ live AS (
     WHERE a.state IN (0, 1, 3)
 ),
 per_seq AS (
-    SELECT node, provenance, seq, sum(starting) AS starting, sum(ending) AS ending
+    SELECT node, provenance, seq,
+           sum(starting >> 32) AS starting_high, sum(starting & 4294967295) AS starting_low,
+           sum(ending >> 32) AS ending_high, sum(ending & 4294967295) AS ending_low
     FROM (SELECT node, provenance, first_seq AS seq, size AS starting, 0 AS ending FROM live
           UNION ALL
           SELECT node, provenance, last_seq AS seq, 0 AS starting, size AS ending FROM live)
@@ -39,14 +45,15 @@ per_seq AS (
 ),
 running AS (
     SELECT node, provenance, seq,
-           sum(starting) OVER w - sum(ending) OVER w + ending AS bytes
+           (sum(starting_high) OVER w - sum(ending_high) OVER w + ending_high) * 4294967296
+             + (sum(starting_low) OVER w - sum(ending_low) OVER w + ending_low) AS bytes
     FROM per_seq
     WINDOW w AS (PARTITION BY node, provenance ORDER BY seq ROWS UNBOUNDED PRECEDING)
 ),
 figures AS (
     SELECT r.node, r.provenance,
-           coalesce(sum(CASE WHEN r.seq = n.first_seq THEN r.bytes END), 0) AS first_bytes,
-           coalesce(sum(CASE WHEN r.seq = n.last_seq THEN r.bytes END), 0) AS last_bytes,
+           coalesce(max(CASE WHEN r.seq = n.first_seq THEN r.bytes END), 0) AS first_bytes,
+           coalesce(max(CASE WHEN r.seq = n.last_seq THEN r.bytes END), 0) AS last_bytes,
            max(r.bytes) AS peak_bytes
     FROM running r JOIN nodes n ON n.node = r.node
     GROUP BY r.node, r.provenance

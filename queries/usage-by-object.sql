@@ -2,6 +2,10 @@
 -- hold: which user-level objects take the memory. An allocation holding fields of several objects
 -- counts for each of them; allocations linked to no object are the NULL group.
 --
+-- Sizes are summed in two halves (high and low 32 bits) and put together: exact while the total
+-- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
+-- "integer overflow" past that).
+--
 -- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
 --
 -- @column object_id         text   the object's id
@@ -27,7 +31,7 @@ linked AS (
 SELECT l.object_id,
        (SELECT ob.name FROM objects ob WHERE ob.run_id = (SELECT run_id FROM this_snapshot) AND ob.object_id = l.object_id) AS name,
        count(*) AS allocation_count,
-       sum(l.size) AS bytes
+       (sum(l.size >> 32) * 4294967296 + sum(l.size & 4294967295)) AS bytes
 FROM linked l
 GROUP BY l.object_id
 ORDER BY bytes DESC, l.object_id;

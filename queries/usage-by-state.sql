@@ -1,6 +1,10 @@
 -- Allocations of one snapshot grouped by state: count and bytes, largest first, with each group's
 -- share of all allocated bytes of the snapshot.
 --
+-- Sizes are summed in two halves (high and low 32 bits) and put together: exact while the total
+-- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
+-- "integer overflow" past that).
+--
 -- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
 --
 -- @column state             text   the state (NULL when the dumps gave none)
@@ -9,8 +13,8 @@
 -- @column share             ratio  bytes / all allocated bytes of the snapshot (0 to 1)
 SELECT state,
        count(*) AS allocation_count,
-       sum(size) AS bytes,
-       CAST(sum(size) AS REAL) / (SELECT sum(size) FROM allocations WHERE snapshot_id = :snapshot_id) AS share
+       (sum(size >> 32) * 4294967296 + sum(size & 4294967295)) AS bytes,
+       total(size) / (SELECT total(size) FROM allocations WHERE snapshot_id = :snapshot_id) AS share
 FROM allocations
 WHERE snapshot_id = :snapshot_id
 GROUP BY state

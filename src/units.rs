@@ -50,18 +50,31 @@ pub fn parse_positive_size(text: &str) -> Result<u64, String> {
 
 /// `1536` → `1.5 KiB`; below 1 KiB the exact count of bytes.
 pub fn human_size(bytes: i64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let magnitude = bytes.unsigned_abs();
-    if magnitude < 1024 {
+    if bytes.unsigned_abs() < 1024 {
         return format!("{bytes} B");
     }
-    let mut value = magnitude as f64 / 1024.0;
+    scaled(bytes.unsigned_abs() as f64, bytes < 0)
+}
+
+/// [`human_size`] of a number of bytes that may lie beyond 64-bit integers (a sum the database
+/// gave as a real number because it passed 2^63 - 1).
+pub fn human_size_real(bytes: f64) -> String {
+    if bytes.is_finite() && bytes.abs() < 9.0e18 {
+        return human_size(bytes.round() as i64);
+    }
+    scaled(bytes.abs(), bytes < 0.0)
+}
+
+/// A magnitude of at least 1 KiB in the largest binary unit that keeps it at or above 1.
+fn scaled(magnitude: f64, negative: bool) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    let mut value = magnitude / 1024.0;
     let mut unit = 0;
     while value >= 1024.0 && unit + 1 < UNITS.len() {
         value /= 1024.0;
         unit += 1;
     }
-    let sign = if bytes < 0 { "-" } else { "" };
+    let sign = if negative { "-" } else { "" };
     let tenths = (value.fract() * 10.0).round();
     let shown = if value >= 100.0 || tenths == 0.0 || tenths == 10.0 {
         format!("{value:.0}")
@@ -73,7 +86,10 @@ pub fn human_size(bytes: i64) -> String {
 
 /// [`human_size`] of an unsigned count.
 pub fn human(bytes: u64) -> String {
-    human_size(i64::try_from(bytes).unwrap_or(i64::MAX))
+    match i64::try_from(bytes) {
+        Ok(bytes) => human_size(bytes),
+        Err(_) => scaled(bytes as f64, false),
+    }
 }
 
 /// An offset (an address inside a memory) as people compare them: hex.
@@ -263,6 +279,15 @@ pub fn unix_seconds(text: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_past_64_bits_read_in_units() {
+        // 2^64 - 2 bytes is 16 EiB less two bytes; 20 * 2^60 is 20 EiB.
+        assert_eq!(human(u64::MAX - 1), "16 EiB");
+        assert_eq!(human_size_real(20.0 * (1u64 << 60) as f64), "20 EiB");
+        assert_eq!(human_size_real(-1536.0), "-1.5 KiB");
+        assert_eq!(human_size_real(1023.0), "1023 B");
+    }
 
     #[test]
     fn sizes_parse_exactly_and_in_units() {

@@ -553,7 +553,8 @@ pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine>
         match groups.iter_mut().find(|group| group.0 == allocation.kind) {
             Some(group) => {
                 group.1 += 1;
-                group.2 += allocation.size;
+                // Allocations may overlap (pending_alloc over pending_free): never past u64.
+                group.2 = group.2.saturating_add(allocation.size);
                 group.3 = group.3.min(allocation.offset);
                 group.4 = group.4.max(allocation.range().end());
             }

@@ -141,7 +141,7 @@ pub(super) fn describe_blockers(
             .to_collect
             .iter()
             .map(|allocation| allocation.size)
-            .sum();
+            .fold(0, u64::saturating_add);
         writeln!(
             out,
             "  also in that place, freed by collection or pending releases: {}, {}",

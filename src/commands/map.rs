@@ -134,7 +134,8 @@ pub(super) fn fragment(
 ) -> String {
     let mut fragment = format!("#memory={handle}&snapshot={snapshot_id}");
     if let Some((start, end)) = window {
-        let margin = (end - start) * 3 / 10;
+        // Computed wide: a window may span almost all of a memory of nearly 2^63 bytes.
+        let margin = (u128::from(end.saturating_sub(start)) * 3 / 10) as u64;
         fragment.push_str(&format!(
             "&range={}:{}",
             start.saturating_sub(margin),

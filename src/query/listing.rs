@@ -155,6 +155,7 @@ pub fn allocation_table(
         }
     }
     let objects = "(SELECT group_concat(DISTINCT ao.object_id) FROM allocation_objects ao WHERE ao.run_id = ?3 AND ao.uid = a.uid)";
+    let bytes = exact_sum("size");
     let sql = match group {
         None => format!(
             "SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance, a.label, {objects} AS objects
@@ -165,7 +166,7 @@ pub fn allocation_table(
              ORDER BY a.size DESC, m.handle, a.offset"
         ),
         Some(GroupBy::Object) => format!(
-            "SELECT objects AS object, count(*) AS allocation_count, sum(size) AS bytes, max(size) AS largest
+            "SELECT objects AS object, count(*) AS allocation_count, {bytes} AS bytes, max(size) AS largest
              FROM (SELECT a.size, {objects} AS objects FROM allocations a WHERE {conditions})
              GROUP BY objects ORDER BY bytes DESC, objects LIMIT ?2"
         ),
@@ -176,7 +177,7 @@ pub fn allocation_table(
                 _ => "provenance",
             };
             format!(
-                "SELECT a.{key} AS {key}, count(*) AS allocation_count, sum(a.size) AS bytes, max(a.size) AS largest
+                "SELECT a.{key} AS {key}, count(*) AS allocation_count, {bytes} AS bytes, max(a.size) AS largest
                  FROM allocations a WHERE {conditions} GROUP BY a.{key} ORDER BY bytes DESC, a.{key} LIMIT ?2"
             )
         }
@@ -214,4 +215,11 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
         "fragmentation",
         "largest_reclaimable",
     ]))
+}
+
+/// The SQL for the sum of an integer column that may pass 2^63 - 1 (sizes reach it): summed in
+/// two halves and put together, exact while the total fits in 64 bits and a real number beyond,
+/// where SQLite's `sum()` stops with "integer overflow". The canned queries spell out the same.
+pub fn exact_sum(column: &str) -> String {
+    format!("(sum({column} >> 32) * 4294967296 + sum({column} & 4294967295))")
 }

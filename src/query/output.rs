@@ -235,7 +235,7 @@ pub fn for_people(cell: &Cell, unit: Unit) -> String {
         (Cell::Integer(number), _) => number.to_string(),
         (Cell::Real(number), Unit::Ratio) => units::ratio(*number),
         (Cell::Real(number), Unit::Seconds) => units::seconds(*number),
-        (Cell::Real(number), Unit::Bytes) => units::human_size(number.round() as i64),
+        (Cell::Real(number), Unit::Bytes) => units::human_size_real(*number),
         (Cell::Real(number), _) => {
             let text = format!("{number:.3}");
             text.trim_end_matches('0').trim_end_matches('.').to_string()

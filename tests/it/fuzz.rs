@@ -235,3 +235,210 @@ fn fuzz_the_reader_and_the_importer() {
     }
     eprintln!("fuzz: {executions} executions (seed {seed}): {accepted} accepted with consistent figures, {imported} imported and read back");
 }
+
+/// The largest size or offset a dump may hold (FORMAT.md: below 2^63).
+const MAX: i64 = i64::MAX;
+
+/// Push one memory of a dump to the extremes the format allows, keeping it valid where it can:
+/// every number of the memory scaled up to near 2^63, a capacity of 2^63-1 with the last
+/// allocation moved to its end, failed requests as large as the memory, huge allocations.
+fn stretch_memory(memory: &mut Value, random: &mut Random) {
+    let capacity = memory["capacity"].as_i64().unwrap_or(1).max(1);
+    match random.below(4) {
+        // Scale every offset and size by the largest factor that keeps the capacity below 2^63.
+        0 => {
+            let factor = (MAX / capacity).max(1);
+            let factor = if random.chance(0.5) {
+                factor
+            } else {
+                1 << (63 - capacity.leading_zeros().min(62) - 1).min(40)
+            };
+            let scale = |value: &mut Value| {
+                if let Some(number) = value.as_i64() {
+                    *value = json!(number.saturating_mul(factor));
+                }
+            };
+            scale(&mut memory["capacity"]);
+            for list in ["allocations", "holes", "failed_requests"] {
+                if let Some(items) = memory[list].as_array_mut() {
+                    for item in items {
+                        for key in ["offset", "size"] {
+                            if item.get(key).is_some() {
+                                scale(&mut item[key]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The largest capacity, the last allocation moved to its very end.
+        1 => {
+            memory["capacity"] = json!(MAX);
+            if let Some(items) = memory["allocations"].as_array_mut() {
+                if let Some(last) = items.last_mut() {
+                    let size = last["size"].as_i64().unwrap_or(1).max(1);
+                    last["offset"] = json!(MAX - size);
+                }
+            }
+            memory.as_object_mut().unwrap().remove("holes");
+        }
+        // A failed request as large as the memory (or the largest there is).
+        2 => {
+            let size = if random.chance(0.5) {
+                memory["capacity"].clone()
+            } else {
+                json!(MAX)
+            };
+            memory["failed_requests"] =
+                json!([{"size": size, "kind": "instance", "provenance": "p"}]);
+        }
+        // One allocation filling the largest memory there is.
+        _ => {
+            memory["capacity"] = json!(MAX);
+            memory["allocations"] = json!([
+                {"uid": "0xf00", "kind": "instance", "state": if random.chance(0.5) { "valid" } else { "collectable" },
+                 "offset": 0, "size": MAX, "provenance": "p", "label": "all of it"}
+            ]);
+            memory.as_object_mut().unwrap().remove("holes");
+        }
+    }
+}
+
+/// A dump with some of its memories at the extremes (and, sometimes, a copy of one so that a
+/// provenance's bytes across memories pass 2^63).
+fn extreme_dump(base: &Value, random: &mut Random, seq: i64) -> Value {
+    let mut dump = base.clone();
+    dump["snapshot"]["seq"] = json!(seq);
+    dump["snapshot"]["time_ns"] = json!(seq * 1_000_000);
+    dump["run"]["node"] = json!(0);
+    dump["run"]["id"] = json!("extreme");
+    let memories = dump["memories"].as_array_mut().unwrap();
+    for memory in memories.iter_mut() {
+        for _ in 0..random.below(3) {
+            stretch_memory(memory, random);
+        }
+    }
+    if random.chance(0.3) {
+        let mut copy = memories[random.below(memories.len() as u64) as usize].clone();
+        copy["id"] = json!("0x7777");
+        memories.push(copy);
+    }
+    dump
+}
+
+/// Run one command on a database; it must answer (exit 0), never panic or fail with an overflow.
+fn must_answer(db: &std::path::Path, args: &[&str], context: &str) {
+    let output = crate::common::memstate()
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.code() == Some(0),
+        "{context}: `memstate {}` exited {:?}: {stderr}",
+        args.join(" "),
+        output.status.code()
+    );
+}
+
+/// Every analysis command answers on the databases of accepted dumps pushed to the extremes the
+/// format allows (sizes near 2^63, a memory filled to its last byte, requests as large as the
+/// memory, a provenance holding more than 2^63 bytes in all). Bounded for CI: a fixed number of
+/// databases (`MEMSTATE_ANALYSIS_FUZZ_DATABASES`, default 12) of three snapshots each.
+#[test]
+fn analysis_commands_answer_on_extreme_dumps() {
+    let databases: u64 = std::env::var("MEMSTATE_ANALYSIS_FUZZ_DATABASES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(12);
+    let seed: u64 = std::env::var("MEMSTATE_FUZZ_SEED")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(1);
+    let mut random = Random::new(seed);
+    let bases: Vec<Value> = seeds()
+        .iter()
+        .map(|bytes| serde_json::from_slice(bytes).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut refused, mut accepted) = (0u64, 0u64);
+    for round in 0..databases {
+        let base = &bases[random.below(bases.len() as u64) as usize];
+        let folder = dir.path().join(format!("dumps{round}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        let mut written = 0;
+        let mut tries = 0;
+        while written < 3 && tries < 200 {
+            tries += 1;
+            let dump = extreme_dump(base, &mut random, written);
+            let bytes = serde_json::to_vec(&dump).unwrap();
+            match parse_document(&bytes, "extreme.json", Options::default()) {
+                Ok(Document::Dump(_)) => {
+                    std::fs::write(folder.join(format!("s{written}.json")), &bytes).unwrap();
+                    written += 1;
+                    accepted += 1;
+                }
+                _ => refused += 1,
+            }
+        }
+        let db = dir.path().join(format!("extreme{round}.db"));
+        let context = format!("round {round} (seed {seed}, dumps in {})", folder.display());
+        must_answer(
+            &db,
+            &["import", "--quiet", folder.to_str().unwrap()],
+            &context,
+        );
+        let html = dir.path().join(format!("page{round}.html"));
+        let html = html.to_str().unwrap();
+        let svg = dir.path().join(format!("plot{round}.svg"));
+        let svg = svg.to_str().unwrap();
+        for args in [
+            vec!["oom"],
+            vec!["oom", "--html", html],
+            vec!["map"],
+            vec!["map", "--html", html],
+            vec!["map", "--html", html, "--history"],
+            vec!["blockers", "--size", "9223372036854775807"],
+            vec!["blockers", "--size", "1"],
+            vec!["holes"],
+            vec!["allocations"],
+            vec!["stats"],
+            vec!["trend"],
+            vec!["snapshots"],
+            vec!["memories"],
+            vec!["diff", "extreme:0:0", "extreme:0:2"],
+            vec!["plot", "--out", svg],
+            vec!["report", "churn", "-p", "run=extreme"],
+            vec!["report", "growth", "-p", "run=extreme"],
+            vec!["report", "long-lived", "-p", "run=extreme"],
+            vec!["report", "fragmentation-trend", "-p", "run=extreme"],
+            vec!["report", "nodes", "-p", "run=extreme"],
+            vec!["report", "live-allocations", "-p", "snapshot_id=3"],
+            vec!["report", "usage-by-kind", "-p", "snapshot_id=3"],
+            vec!["report", "usage-by-state", "-p", "snapshot_id=3"],
+            vec!["report", "usage-by-provenance", "-p", "snapshot_id=3"],
+            vec!["report", "usage-by-object", "-p", "snapshot_id=3"],
+            vec![
+                "report",
+                "largest-holes",
+                "-p",
+                "snapshot_id=3",
+                "-p",
+                "memory_id=1",
+            ],
+            vec![
+                "report",
+                "hole-histogram",
+                "-p",
+                "snapshot_id=3",
+                "-p",
+                "memory_id=1",
+            ],
+        ] {
+            must_answer(&db, &args, &context);
+        }
+    }
+    eprintln!("analysis fuzz: {databases} databases of {accepted} extreme dumps (seed {seed}; {refused} variants refused by the reader) answered by every command");
+}

@@ -15,7 +15,7 @@ use std::process::Command;
 
 use memstate::query::{canned, Cell};
 
-use crate::common::data;
+use crate::common::{data, import, json_of, text_of, write_json};
 
 fn golden_db(dir: &Path) -> PathBuf {
     let db = dir.join("golden.db");
@@ -363,4 +363,70 @@ fn queries_run_unchanged_in_the_sqlite3_shell() {
             }
         }
     }
+}
+
+/// Bytes of one provenance across memories may pass 2^63 - 1 (each size is below 2^63): the
+/// reports sum them exactly while the total fits in 64-bit integers, and as a real number beyond,
+/// never stopping with "integer overflow" (issue 17, item 2).
+#[test]
+fn sums_past_the_largest_integer_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    const MAX: i64 = i64::MAX;
+    let memory = |id: &str, size: i64, uid: u64| {
+        serde_json::json!({"id": id, "kind": "GPU_FB_MEM", "capacity": MAX, "allocations": [
+            {"uid": uid, "kind": "instance", "state": "valid", "offset": 0, "size": size, "provenance": "p"}]})
+    };
+    let dump = |seq: i64, memories: Vec<serde_json::Value>| {
+        serde_json::json!({"format": "memstate-dump", "version": 1, "run": {"id": "wide", "node": 0},
+            "snapshot": {"seq": seq, "time_ns": seq, "reason": "periodic"}, "memories": memories})
+    };
+    // Snapshot 0: 2^62 + (2^62 - 1) = 2^63 - 1 exactly, which a float could not hold.
+    // Snapshot 1: two allocations of 2^63 - 1, 2^64 - 2 in all.
+    let first = dump(
+        0,
+        vec![memory("0x1", 1 << 62, 1), memory("0x2", (1 << 62) - 1, 2)],
+    );
+    let second = dump(1, vec![memory("0x1", MAX, 3), memory("0x2", MAX, 4)]);
+    let a = write_json(dir.path(), "a.json", &first);
+    let b = write_json(dir.path(), "b.json", &second);
+    let db = dir.path().join("t.db");
+    import(&db, &[&a, &b], 0);
+    for name in ["usage-by-provenance", "usage-by-kind", "usage-by-state"] {
+        let rows = json_of(&db, &["report", name, "-p", "snapshot_id=1"]);
+        assert_eq!(
+            rows[0]["bytes"],
+            serde_json::json!(MAX),
+            "{name}: exact below 2^64"
+        );
+        let rows = json_of(&db, &["report", name, "-p", "snapshot_id=2"]);
+        let bytes = rows[0]["bytes"].as_f64().unwrap();
+        assert_eq!(bytes, 2.0 * MAX as f64, "{name}: a real number past it");
+        assert_eq!(rows[0]["share"].as_f64(), Some(1.0));
+    }
+    let rows = json_of(
+        &db,
+        &[
+            "allocations",
+            "--by",
+            "provenance",
+            "--snapshot",
+            "wide:0:1",
+        ],
+    );
+    assert_eq!(rows[0]["bytes"].as_f64(), Some(2.0 * MAX as f64));
+    // growth: from 2^63 - 1 to 2^64 - 2, a growth of 2^63 - 1 (as a real, like the last figure).
+    let rows = json_of(&db, &["report", "growth", "-p", "run=wide"]);
+    assert_eq!(rows[0]["first_bytes"], serde_json::json!(MAX));
+    assert_eq!(rows[0]["last_bytes"].as_f64(), Some(2.0 * MAX as f64));
+    assert_eq!(rows[0]["peak_bytes"].as_f64(), Some(2.0 * MAX as f64));
+    // churn: two appeared, two disappeared, 2^64 - 2 and 2^63 - 1 bytes.
+    let rows = json_of(&db, &["report", "churn", "-p", "run=wide"]);
+    assert_eq!(rows[0]["appeared"], 2);
+    assert_eq!(rows[0]["appeared_bytes"].as_f64(), Some(2.0 * MAX as f64));
+    assert_eq!(rows[0]["disappeared_bytes"], serde_json::json!(MAX));
+    let text = text_of(
+        &db,
+        &["report", "usage-by-provenance", "-p", "snapshot_id=2"],
+    );
+    assert!(text.contains("16 EiB"), "{text}");
 }
