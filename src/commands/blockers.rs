@@ -154,6 +154,11 @@ pub(super) fn describe_blockers(
 
 pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
+    let target = args
+        .html
+        .as_ref()
+        .map(|path| super::output_target(&database, path))
+        .transpose()?;
     let conn = &database.conn;
     let mut found: Vec<(Layout, Option<Blockers>)> = Vec::new();
     for (snapshot_id, memory_id) in
@@ -165,8 +170,8 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         found.push((layout, blockers));
     }
     // Each memory's link into the page (written with --html), or how to write one.
-    let url = match &args.html {
-        Some(path) => {
+    let url = match (&args.html, &target) {
+        (Some(path), Some(target)) => {
             let mut frames: Vec<html::Frame> = Vec::new();
             for (layout, _) in &found {
                 match frames
@@ -198,11 +203,10 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 focus,
             };
             let title = format!("memstate: where a request of {} would go", human(args.size));
-            std::fs::write(path, parts.render(&title).as_bytes())
-                .map_err(|error| memstate::Error::write(path, error))?;
+            super::write_output(target, path, parts.render(&title).as_bytes())?;
             Some(map::file_url(path))
         }
-        None => None,
+        _ => None,
     };
     let links: Vec<String> = found
         .iter()

@@ -25,7 +25,12 @@ pub fn run(db_path: &Path, args: &DatasetteArgs) -> Result<u8> {
     })? + "\n";
     match &args.out {
         Some(path) => {
-            std::fs::write(path, text.as_bytes()).map_err(|error| Error::write(path, error))?;
+            // The database need not exist yet; when it does, its dumps are protected too.
+            let protected = db::open_read_only(db_path)
+                .and_then(|database| database.protected())
+                .unwrap_or_else(|_| memstate::files::Protected::new(db_path, &[]));
+            let target = protected.check(path)?;
+            super::write_output(&target, path, text.as_bytes())?;
             eprintln!(
                 "wrote {} (serve with: datasette {} -m {})",
                 visible(&path.display().to_string()),

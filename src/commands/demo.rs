@@ -104,7 +104,8 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
             "memstate map of run {}: the out-of-memory error",
             config.run_id
         ));
-        std::fs::write(&map_path, page).map_err(|error| Error::write(&map_path, error))?;
+        let target = super::output_target(&database, &map_path)?;
+        super::write_output(&target, &map_path, page.as_bytes())?;
         oom::link_stories(&mut stories, &map::file_url(&map_path));
     }
     say(&[String::new()])?;
@@ -177,7 +178,8 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
         plot::Metric::Fragmentation,
         plot::XAxis::Time,
     )?;
-    std::fs::write(&plot_path, svg).map_err(|error| Error::write(&plot_path, error))?;
+    let target = super::output_target(&database, &plot_path)?;
+    super::write_output(&target, &plot_path, svg.as_bytes())?;
     say(&[
         format!(
             "Open {} (the memory map, opening on the failed request, and the failed memory's history: zoom, pan, hover) and {} (fragmentation over time).",

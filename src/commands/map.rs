@@ -281,9 +281,9 @@ fn most_fragmented(frames: &[html::Frame]) -> Option<&Layout> {
 }
 
 /// Write a page and say so, with the link to where it opens.
-pub(super) fn write_page(path: &Path, title: &str, parts: &PageParts) -> Result<()> {
+pub(super) fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Result<()> {
     let page = parts.render(title);
-    std::fs::write(path, page.as_bytes()).map_err(|error| Error::write(path, error))?;
+    super::write_output(target, path, page.as_bytes())?;
     let frames = &parts.frames;
     let allocations: usize = frames
         .iter()
@@ -341,12 +341,17 @@ pub(super) fn write_page(path: &Path, title: &str, parts: &PageParts) -> Result<
 
 pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
+    let target = args
+        .html
+        .as_ref()
+        .map(|path| super::output_target(&database, path))
+        .transpose()?;
     let conn = &database.conn;
     let memory = args.memory.memory.as_deref();
     if let Some(memory) = memory {
         select::check_memory_selector(conn, memory)?;
     }
-    if let Some(path) = &args.html {
+    if let (Some(path), Some(target)) = (&args.html, &target) {
         let parts = html_parts(conn, args)?;
         if parts.frames.is_empty() {
             return Err(Error::Usage(format!(
@@ -362,7 +367,7 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
                 several[0].label
             ),
         };
-        write_page(path, &title, &parts)?;
+        write_page(path, target, &title, &parts)?;
         return Ok(0);
     }
     let frames = frames(conn, &chosen_snapshots(conn, args)?, memory)?;

@@ -55,6 +55,17 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
     }
 }
 
+/// Where an output file the user named goes, checked before the command does its work: refused
+/// (exit 2) when it is the database, one of its companions or a dump it imported.
+fn output_target(database: &memstate::db::Database, output: &Path) -> Result<PathBuf> {
+    database.protected()?.check(output)
+}
+
+/// Write an output file (a page, a chart) whole or not at all, at the target [`output_target`] gave.
+fn write_output(target: &Path, shown: &Path, bytes: &[u8]) -> Result<()> {
+    memstate::files::write_atomically(target, bytes, shown)
+}
+
 /// `--db`, else `$MEMSTATE_DB` (when set and not empty), else `memstate.db`.
 fn database_path(given: Option<&Path>) -> PathBuf {
     if let Some(path) = given {

@@ -302,17 +302,21 @@ pub(super) fn describe_story(
 
 pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
+    let target = args
+        .html
+        .as_ref()
+        .map(|path| super::output_target(&database, path))
+        .transpose()?;
     let snapshot_ids = select::oom_snapshots(&database.conn, args.snapshot.as_deref())?;
     let mut stories = stories(&database.conn, &snapshot_ids)?;
-    if let Some(path) = &args.html {
+    if let (Some(path), Some(target)) = (&args.html, &target) {
         if !stories.is_empty() {
             let parts = map::failure_page(&database.conn, &stories, None, true)?;
             let title = format!(
                 "memstate: {} out of memory",
                 counted(stories.len() as u64, "request")
             );
-            std::fs::write(path, parts.render(&title).as_bytes())
-                .map_err(|error| memstate::Error::write(path, error))?;
+            super::write_output(target, path, parts.render(&title).as_bytes())?;
             link_stories(&mut stories, &map::file_url(path));
         }
     }

@@ -22,6 +22,7 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
         )));
     }
     let database = db::open_read_only(db_path)?;
+    let target = super::output_target(&database, &args.out)?;
     let conn = &database.conn;
     let run = match &args.run {
         Some(run) => {
@@ -55,7 +56,7 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
     let mut oom_xs: Vec<f64> = marks.iter().map(|mark| mark.x).collect();
     oom_xs.dedup();
     let ooms = oom_xs.len();
-    std::fs::write(&args.out, svg.as_bytes()).map_err(|error| Error::write(&args.out, error))?;
+    super::write_output(&target, &args.out, svg.as_bytes())?;
     let columns = ["file", "lines", "oom_marks"];
     let row = vec![
         Cell::text(args.out.display().to_string()),

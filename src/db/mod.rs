@@ -324,3 +324,20 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
         pages_at_open: None,
     })
 }
+
+impl Database {
+    /// What a file the command writes must not overwrite: this database, its companions and every
+    /// dump it recorded as a snapshot's source (see [`crate::files`]).
+    pub fn protected(&self) -> Result<crate::files::Protected> {
+        let sources = self
+            .conn
+            .prepare("SELECT DISTINCT source FROM snapshot")
+            .and_then(|mut statement| {
+                statement
+                    .query_map([], |row| row.get::<_, String>(0))?
+                    .collect::<rusqlite::Result<Vec<String>>>()
+            })
+            .map_err(|error| Error::database(self.display(), error))?;
+        Ok(crate::files::Protected::new(&self.path, &sources))
+    }
+}

@@ -8,6 +8,7 @@ mod db;
 mod figures;
 mod fuzz;
 mod hardening;
+mod outputs;
 mod queries;
 mod reader;
 mod schema;
