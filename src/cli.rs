@@ -169,6 +169,12 @@ pub struct ReadArgs {
     #[arg(long, default_value = "1GiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub max_dump_size: u64,
 
+    /// How many times its compressed size a .gz or .zst input may expand to, once past 64 MiB
+    /// (dumps compress about 10 times; a decompression bomb, a thousand): above it the input is
+    /// refused after reading only a few MiB. 0 for no limit.
+    #[arg(long, default_value_t = memstate::dump::read::DEFAULT_MAX_RATIO, value_name = "N")]
+    pub max_ratio: u64,
+
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
     pub format: FormatArg,

@@ -569,7 +569,7 @@ impl Follower<'_> {
         let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else {
             return Ok(());
         };
-        let Ok((mut reader, _)) = read::open_decompressed(path) else {
+        let Ok((mut reader, _)) = read::open_decompressed(path, self.options.ingest.limits) else {
             return Ok(());
         };
         let limit = self.options.ingest.limits.max_dump_size;
@@ -620,13 +620,17 @@ impl Follower<'_> {
                     *failing = None;
                     return Ok(());
                 }
-                Err(error) if settled => {
-                    // The compressed data stops short and has not grown for `settle`.
+                Err(error) if settled || read::too_compressed(&error).is_some() => {
+                    // The compressed data stops short and has not grown for `settle`, or it
+                    // expands like a bomb: refused, with the rest of the stream.
                     *done = Some(now);
                     *failing = None;
+                    let message = read::too_compressed(&error).unwrap_or_else(|| {
+                        format!("corrupt or truncated compressed data: {error}")
+                    });
                     let error = Error::Read {
                         file: format!("{}:{}", input.display, number + 1),
-                        message: format!("corrupt or truncated compressed data: {error}"),
+                        message,
                     };
                     self.refuse(&error, report);
                     return Ok(());

@@ -42,6 +42,7 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
         replace,
         limits: Limits {
             max_dump_size: args.max_dump_size,
+            max_ratio: args.max_ratio,
         },
     }
 }

@@ -7,7 +7,9 @@
 //! another name are sniffed (a first line that is a whole JSON value means a stream).
 //!
 //! Whatever the input, memory stays bounded: one record may not decompress to more than
-//! [`Limits::max_dump_size`] bytes (a longer one is refused and skipped unread), folders are walked
+//! [`Limits::max_dump_size`] bytes (a longer one is refused and skipped unread), compressed data
+//! may not expand more than [`Limits::max_ratio`] times once past [`RATIO_FLOOR`] (a
+//! decompression bomb is refused after a few MiB of it, not after the whole), folders are walked
 //! without following links to folders (a loop of links cannot make the walk endless), and what is
 //! not a regular file inside a folder (a FIFO, a socket, a device) is skipped, not read.
 
@@ -16,6 +18,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -56,17 +60,30 @@ pub struct Expanded {
 /// The default for the largest record read: one dump, decompressed.
 pub const DEFAULT_MAX_DUMP_SIZE: u64 = 1 << 30;
 
+/// The default for how many times its compressed size a compressed input may expand to. Dumps
+/// compress about 10 times (zstd -19 and gzip -9 on simulated ones: 12 and 10); a bomb, a
+/// thousand times or more (1 GiB of spaces is 33 KiB of zstd).
+pub const DEFAULT_MAX_RATIO: u64 = 100;
+
+/// Below this many decompressed bytes no input is refused for its ratio (small inputs of one
+/// repeated character are not bombs).
+pub const RATIO_FLOOR: u64 = 64 << 20;
+
 /// Bounds on what one input may take.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// The most bytes one record (a document, or a line of a stream) may have once decompressed.
     pub max_dump_size: u64,
+    /// How many times its compressed size a compressed input may expand to past [`RATIO_FLOOR`]
+    /// (0: no limit).
+    pub max_ratio: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_dump_size: DEFAULT_MAX_DUMP_SIZE,
+            max_ratio: DEFAULT_MAX_RATIO,
         }
     }
 }
@@ -199,21 +216,108 @@ pub struct Record {
     pub text: Vec<u8>,
 }
 
-/// Wrap `reader` in the decompressor its first bytes call for; whether it is compressed.
+/// Counts the bytes read from a compressed file, for [`Expanding`] to compare against.
+struct Counted {
+    inner: Box<dyn Read + Send>,
+    count: Arc<AtomicU64>,
+}
+
+impl Read for Counted {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.count.fetch_add(read as u64, Ordering::Relaxed);
+        Ok(read)
+    }
+}
+
+/// What a decompressor gives, stopped with [`TooCompressed`] once it has given more than the
+/// floor and more than the ratio times what was read from the file.
+struct Expanding<R> {
+    inner: R,
+    compressed: Arc<AtomicU64>,
+    produced: u64,
+    max_ratio: u64,
+}
+
+impl<R: Read> Read for Expanding<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buf)?;
+        self.produced += read as u64;
+        let compressed = self.compressed.load(Ordering::Relaxed);
+        if self.max_ratio > 0
+            && self.produced > RATIO_FLOOR
+            && self.produced > compressed.saturating_mul(self.max_ratio)
+        {
+            return Err(io::Error::other(TooCompressed {
+                compressed,
+                produced: self.produced,
+                max_ratio: self.max_ratio,
+            }));
+        }
+        Ok(read)
+    }
+}
+
+/// A compressed input that expands more than the limit allows: a likely decompression bomb.
+#[derive(Debug)]
+pub struct TooCompressed {
+    compressed: u64,
+    produced: u64,
+    max_ratio: u64,
+}
+
+impl std::fmt::Display for TooCompressed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "expands more than {} times (over {} from {} of compressed data): refused as a likely decompression bomb (raise the limit with --max-ratio, 0 for none)",
+            self.max_ratio,
+            crate::units::human(self.produced),
+            crate::units::human(self.compressed)
+        )
+    }
+}
+
+impl std::error::Error for TooCompressed {}
+
+/// The message of a read error that is a [`TooCompressed`] refusal.
+pub fn too_compressed(error: &io::Error) -> Option<String> {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<TooCompressed>())
+        .map(TooCompressed::to_string)
+}
+
+/// Wrap `raw` in the decompressor its first bytes call for; whether it is compressed.
 fn decompress(
-    mut reader: BufReader<Box<dyn Read + Send>>,
+    raw: Box<dyn Read + Send>,
+    limits: Limits,
 ) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
+    let count = Arc::new(AtomicU64::new(0));
+    let counted: Box<dyn Read + Send> = Box::new(Counted {
+        inner: raw,
+        count: count.clone(),
+    });
+    let mut reader = BufReader::with_capacity(1 << 16, counted);
     let magic = reader.fill_buf()?;
+    fn expanding<R>(inner: R, compressed: &Arc<AtomicU64>, limits: Limits) -> Expanding<R> {
+        Expanding {
+            inner,
+            compressed: compressed.clone(),
+            produced: 0,
+            max_ratio: limits.max_ratio,
+        }
+    }
     if magic.starts_with(&[0x1f, 0x8b]) {
+        let decoder = flate2::bufread::MultiGzDecoder::new(reader);
         Ok((
-            Box::new(BufReader::new(flate2::bufread::MultiGzDecoder::new(reader))),
+            Box::new(BufReader::new(expanding(decoder, &count, limits))),
             true,
         ))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let decoder = zstd::stream::read::Decoder::with_buffer(reader)?;
         Ok((
-            Box::new(BufReader::new(zstd::stream::read::Decoder::with_buffer(
-                reader,
-            )?)),
+            Box::new(BufReader::new(expanding(decoder, &count, limits))),
             true,
         ))
     } else {
@@ -230,9 +334,12 @@ pub fn too_large(file: String, limits: Limits) -> Error {
 }
 
 /// A file's bytes, decompressed when its first bytes say so (gzip, zstd); whether they were.
-pub fn open_decompressed(path: &Path) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
+pub fn open_decompressed(
+    path: &Path,
+    limits: Limits,
+) -> io::Result<(Box<dyn BufRead + Send>, bool)> {
     let file: Box<dyn Read + Send> = Box::new(File::open(path)?);
-    decompress(BufReader::with_capacity(1 << 16, file))
+    decompress(file, limits)
 }
 
 /// The records of one input, read lazily.
@@ -266,11 +373,10 @@ pub fn open(input: &Input, limits: Limits) -> Result<Records> {
         }
         None => Box::new(io::stdin()),
     };
-    let (reader, compressed) =
-        decompress(BufReader::with_capacity(1 << 16, raw)).map_err(|error| Error::Read {
-            file: input.display.clone(),
-            message: describe_io(&error),
-        })?;
+    let (reader, compressed) = decompress(raw, limits).map_err(|error| Error::Read {
+        file: input.display.clone(),
+        message: describe_io(&error),
+    })?;
     let size = if compressed {
         None
     } else {
@@ -294,6 +400,7 @@ impl Records {
     fn read_error(&mut self, place: &str, error: io::Error) -> Error {
         self.done = true;
         let message = match error.kind() {
+            _ if too_compressed(&error).is_some() => too_compressed(&error).unwrap_or_default(),
             io::ErrorKind::InvalidInput
             | io::ErrorKind::InvalidData
             | io::ErrorKind::UnexpectedEof => {

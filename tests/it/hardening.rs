@@ -210,7 +210,14 @@ fn a_decompression_bomb_is_refused_with_bounded_memory() {
         Command::new(binary())
             .arg("--db")
             .arg(&db)
-            .args(["import", "--quiet", "--max-dump-size", "64MiB"])
+            .args([
+                "import",
+                "--quiet",
+                "--max-dump-size",
+                "64MiB",
+                "--max-ratio",
+                "0",
+            ])
             .arg(&bomb)
             .arg(data("small.json")),
     );
@@ -233,6 +240,51 @@ fn a_decompression_bomb_is_refused_with_bounded_memory() {
     );
     assert_eq!(status, 1, "{stderr}");
     assert!(peak < 40.0, "peak memory {peak:.0} MiB with a 1 MiB limit");
+    assert_eq!(
+        scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
+        1,
+        "the good dump landed"
+    );
+}
+
+/// 1 GiB of spaces is 33 KB of zstd (a gzip stream of them, 1 MB): with the default limits the
+/// bomb is refused for how much it expands, after reading a few MiB of it, not all of it
+/// (issue 17, item 4; it used to peak at 1 GB and end with "empty input").
+#[test]
+fn a_bomb_under_the_size_limit_is_refused_for_its_ratio() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let spaces = vec![b' '; 1 << 20];
+    let mut zst = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+    for _ in 0..1024 {
+        zst.write_all(&spaces).unwrap();
+    }
+    let zst = write(dir.path(), "spaces.json.zst", &zst.finish().unwrap());
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    for _ in 0..256 {
+        gz.write_all(&spaces).unwrap();
+    }
+    let gz = write(dir.path(), "spaces.ndjson.gz", &gz.finish().unwrap());
+    let db = dir.path().join("t.db");
+    let (status, peak, stderr) = peak_mib(
+        Command::new(binary())
+            .arg("--db")
+            .arg(&db)
+            .args(["import", "--quiet"])
+            .arg(&zst)
+            .arg(&gz)
+            .arg(data("small.json")),
+    );
+    assert_eq!(status, 1, "{stderr}");
+    for name in ["spaces.json.zst", "spaces.ndjson.gz"] {
+        assert!(
+            stderr.lines().any(|line| line.contains(name)
+                && line.contains("decompression bomb")
+                && line.contains("--max-ratio")),
+            "{name}: {stderr}"
+        );
+    }
+    assert!(peak < 256.0, "peak memory {peak:.0} MiB");
     assert_eq!(
         scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
         1,
