@@ -11,7 +11,7 @@ use xxhash_rust::xxh3::Xxh3;
 
 pub use figures::MemoryFigures;
 pub use model::*;
-pub use parse::{parse_document, parse_dump, Options, FORMAT_VERSION};
+pub use parse::{parse_document, parse_dump, Options, FORMAT_VERSION, MAX_STRING_BYTES};
 
 /// A validated dump with everything the importer stores beside it, computed off the writer's thread.
 #[derive(Debug, Clone)]

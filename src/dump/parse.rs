@@ -30,6 +30,11 @@ pub struct Options {
 /// The newest format version this reader understands.
 pub const FORMAT_VERSION: u64 = 1;
 
+/// The longest string value a dump may hold, in bytes of UTF-8 (and the longest `attrs` object,
+/// written as compact JSON): far above any name, label or provenance a runtime prints, and far
+/// below what one SQLite value may hold (about 1 GB), so a dump `validate` accepts always imports.
+pub const MAX_STRING_BYTES: usize = 16 << 20;
+
 /// A JSON path, built on the stack while walking and only rendered when an error needs it.
 #[derive(Clone, Copy)]
 enum Path<'a> {
@@ -333,8 +338,29 @@ impl<'f> Parser<'f> {
         })
     }
 
+    /// A string value over [`MAX_STRING_BYTES`], refused by its path.
+    fn check_length(&self, text: &str, path: &Path) -> Result<()> {
+        if text.len() <= MAX_STRING_BYTES {
+            return Ok(());
+        }
+        Err(self.error(
+            path,
+            format!(
+                "a string of {} bytes; at most {} bytes (16 MiB) are stored per string",
+                text.len(),
+                MAX_STRING_BYTES
+            ),
+        ))
+    }
+
     /// A string value: a JSON string, or an index into the record's `strings` table.
     fn text<'v>(&'v self, value: &'v Json<'v>, path: &Path) -> Result<&'v str> {
+        let text = self.text_of_any_length(value, path)?;
+        self.check_length(text, path)?;
+        Ok(text)
+    }
+
+    fn text_of_any_length<'v>(&'v self, value: &'v Json<'v>, path: &Path) -> Result<&'v str> {
         match value {
             Json::String(text) => Ok(text),
             Json::Number(_) => match value.as_u64() {
@@ -396,7 +422,10 @@ impl<'f> Parser<'f> {
             return Ok(sym);
         }
         match value {
-            Json::String(text) => Ok(self.intern(text)),
+            Json::String(text) => {
+                self.check_length(text, path)?;
+                Ok(self.intern(text))
+            }
             _ => Err(self.error(
                 path,
                 format!(
@@ -786,7 +815,21 @@ impl<'f> Parser<'f> {
         };
         let path = parent.key("attrs");
         let attrs = self.object(value, &path)?;
+        let mut length = 0usize;
         for (key, entry) in attrs.iter() {
+            // Counted before the object is copied and written out: a huge value costs nothing.
+            length = length.saturating_add(key.len());
+            if let Json::String(text) = entry {
+                length = length.saturating_add(text.len());
+            }
+            if length > MAX_STRING_BYTES {
+                return Err(self.error(
+                    &path,
+                    format!(
+                        "more than {MAX_STRING_BYTES} bytes of keys and values; at most that (16 MiB) is stored per attrs object"
+                    ),
+                ));
+            }
             if !matches!(entry, Json::String(_) | Json::Number(_) | Json::Bool(_)) {
                 return Err(self.error(
                     &path.key(key),
@@ -798,7 +841,9 @@ impl<'f> Parser<'f> {
             }
         }
         // serde_json's Map keeps keys sorted, so this text is canonical.
-        Ok(Some(Json::Object(attrs.clone()).to_value().to_string()))
+        let text = Json::Object(attrs.clone()).to_value().to_string();
+        self.check_length(&text, &path)?;
+        Ok(Some(text))
     }
 
     /// One memory, once all of it has been read: its members as trees, its allocations and holes

@@ -6,6 +6,7 @@ mod common;
 mod dashboards;
 mod db;
 mod figures;
+mod follow;
 mod fuzz;
 mod hardening;
 mod outputs;

@@ -1,0 +1,268 @@
+//! `import --follow` against a writer process: each dump taken once complete, refusals that do not
+//! stop it, rewritten streams, and resumption without duplicates.
+
+use std::path::Path;
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use crate::common::write_json;
+use crate::dashboards::dump;
+
+/// How many snapshots a database holds (0 while it does not exist yet).
+fn snapshot_count(db: &Path) -> i64 {
+    Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .and_then(|conn| conn.query_row("SELECT count(*) FROM snapshots", [], |row| row.get(0)))
+        .unwrap_or(0)
+}
+
+/// Wait until the database holds `count` snapshots; how long that took. Fails after 30 s (a
+/// bound for a broken follower, not a measure of speed).
+fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    while snapshot_count(db) < count {
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "{what}: still {} snapshots after 30 s",
+            snapshot_count(db)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    started.elapsed()
+}
+
+fn append(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    file.write_all(bytes).unwrap();
+    file.sync_all().unwrap();
+}
+
+fn line(value: &Value) -> Vec<u8> {
+    let mut text = value.to_string().into_bytes();
+    text.push(b'\n');
+    text
+}
+
+fn gzip_member(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+/// Start `import --follow` on the folder and the two streams; stop it with SIGTERM and return
+/// its exit code, standard output and standard error.
+struct Follower(std::process::Child);
+
+impl Follower {
+    fn start(db: &Path, dir: &Path, extra: &[&str]) -> Follower {
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+            .env_remove("MEMSTATE_DB")
+            .arg("--db")
+            .arg(db)
+            .args([
+                "import",
+                "--follow",
+                "--interval",
+                "100ms",
+                "--settle",
+                "2s",
+            ])
+            .args(extra)
+            .arg(dir.join("docs"))
+            .arg(dir.join("stream.ndjson"))
+            .arg(dir.join("packed.ndjson.gz"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        Follower(child)
+    }
+
+    fn stop(self) -> (Option<i32>, String, String) {
+        let pid = self.0.id() as libc::pid_t;
+        // SAFETY: kill(2) with the pid of a child this test started and has not waited for.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let output = self.0.wait_with_output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+}
+
+#[test]
+fn import_follow_takes_each_dump_once_it_is_complete_and_resumes_without_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let stream = dir.path().join("stream.ndjson");
+    let packed = dir.path().join("packed.ndjson.gz");
+    let db = dir.path().join("follow.db");
+    let follower = Follower::start(&db, dir.path(), &[]);
+    let mut latencies = Vec::new();
+    // A document, written whole.
+    write_json(&docs, "a.json", &dump("live", 0, 0, 0, None));
+    latencies.push(wait_for(&db, 1, "a whole document"));
+    // A document written in two halves, the second well after the first: waited for, not refused.
+    let text = serde_json::to_vec(&dump("live", 0, 1, 1_000_000_000, None)).unwrap();
+    let (first, second) = text.split_at(text.len() / 2);
+    append(&docs.join("b.json"), first);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(snapshot_count(&db), 1, "half a document is not a dump");
+    append(&docs.join("b.json"), second);
+    latencies.push(wait_for(&db, 2, "the rest of the document"));
+    // Stream lines: one whole, one in two halves.
+    append(&stream, &line(&dump("live", 1, 0, 0, None)));
+    latencies.push(wait_for(&db, 3, "a stream line"));
+    let text = line(&dump("live", 1, 1, 1_000_000_000, None));
+    let (first, second) = text.split_at(text.len() / 2);
+    append(&stream, first);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert_eq!(snapshot_count(&db), 3, "half a line is not a dump");
+    append(&stream, second);
+    latencies.push(wait_for(&db, 4, "the rest of the line"));
+    // A compressed stream growing by gzip members.
+    append(&packed, &gzip_member(&line(&dump("live", 2, 0, 0, None))));
+    latencies.push(wait_for(&db, 5, "a compressed line"));
+    append(
+        &packed,
+        &gzip_member(&line(&dump("live", 2, 1, 1_000_000_000, None))),
+    );
+    latencies.push(wait_for(&db, 6, "the next compressed line"));
+    // A bad line, and a document that stays broken: each refused once.
+    append(
+        &stream,
+        b"{\"format\": \"memstate-dump\", \"version\": 1}\n",
+    );
+    std::fs::write(docs.join("broken.json"), b"{\"format\": \"memstate-du").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let (code, stdout, stderr) = follower.stop();
+    eprintln!("follow: each dump landed after {:?}", latencies);
+    assert_eq!(code, Some(1), "something was refused: {stderr}");
+    assert!(
+        stdout.contains("followed: imported 6 dumps") && stdout.contains("2 refused"),
+        "{stdout}"
+    );
+    assert_eq!(
+        stderr.matches("stream.ndjson:3:").count(),
+        1,
+        "the bad line is refused once: {stderr}"
+    );
+    assert_eq!(
+        stderr.matches("broken.json").count(),
+        1,
+        "the broken document is refused once: {stderr}"
+    );
+    assert!(
+        !stderr.contains("b.json"),
+        "the half-written document was waited for: {stderr}"
+    );
+    let conn = Connection::open(&db).unwrap();
+    let sources: Vec<String> = conn
+        .prepare("SELECT source FROM snapshots ORDER BY node, seq")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        sources[3].ends_with("stream.ndjson:2") && sources[5].ends_with("packed.ndjson.gz:2"),
+        "{sources:?}"
+    );
+    drop(conn);
+    // Started again (scanning only this time): everything is recognised, nothing doubles.
+    let follower = Follower::start(&db, dir.path(), &["--poll"]);
+    append(&stream, &line(&dump("live", 1, 2, 2_000_000_000, None)));
+    wait_for(&db, 7, "a line after the restart");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (_, stdout, _) = follower.stop();
+    assert!(
+        stdout.contains("followed: imported 1 dumps") && stdout.contains("6 unchanged"),
+        "{stdout}"
+    );
+    assert_eq!(snapshot_count(&db), 7);
+}
+
+/// A string over the documented limit (16 MiB per string, docs/FORMAT.md) is refused by
+/// `validate` and `import` with the file and its place, the rest of the folder imports, and a
+/// follower keeps going past it (issue 17, item 5: a 1000 MiB label passed validate, then stopped
+/// the import with "string or blob too big" and ended follow).
+#[test]
+fn a_string_over_the_limit_is_refused_by_name_and_follow_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let limit = memstate::dump::MAX_STRING_BYTES;
+    let mut huge = dump("live", 0, 0, 0, None);
+    huge["memories"][0]["allocations"][0]["label"] = Value::from("x".repeat(limit + 1));
+    let mut at_limit = dump("live", 0, 1, 1, None);
+    at_limit["memories"][0]["allocations"][0]["provenance"] = Value::from("p".repeat(limit));
+    let huge_path = write_json(&docs, "a-huge.json", &huge);
+    write_json(&docs, "b-at-limit.json", &at_limit);
+    let output = crate::common::memstate()
+        .args(["validate", "--quiet"])
+        .arg(&huge_path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("a-huge.json: memories[0].allocations[0].label:")
+            && stderr.contains("16 MiB"),
+        "{stderr}"
+    );
+    let db = dir.path().join("t.db");
+    let stdout = crate::common::import(&db, &[&docs], 1);
+    assert!(stdout.contains("imported 1 dump"), "{stdout}");
+    let stored: i64 = Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT length(provenance) FROM allocations", [], |row| {
+            row.get(0)
+        })
+        .unwrap();
+    assert_eq!(
+        stored as usize, limit,
+        "a string at the limit is stored whole"
+    );
+    // Following: the huge dump is refused, and the dump written after it still lands.
+    let followed = dir.path().join("followed");
+    std::fs::create_dir(&followed).unwrap();
+    let db = dir.path().join("follow.db");
+    let follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+        .env_remove("MEMSTATE_DB")
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "import",
+            "--follow",
+            "--interval",
+            "100ms",
+            "--settle",
+            "300ms",
+        ])
+        .arg(&followed)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follower = Follower(follower);
+    write_json(&followed, "a-huge.json", &huge);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    write_json(&followed, "c.json", &dump("live", 0, 2, 2, None));
+    wait_for(&db, 1, "the dump after the refused one");
+    // The refused document is refused once it has stayed unchanged for --settle.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let (code, _, stderr) = follower.stop();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a-huge.json: memories[0].allocations[0].label:"),
+        "{stderr}"
+    );
+}
