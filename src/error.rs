@@ -58,6 +58,10 @@ pub enum Error {
     #[error("cannot write the output: {0}")]
     Output(#[source] std::io::Error),
 
+    /// The user stopped the work (Ctrl-C, SIGTERM): what was in progress was rolled back.
+    #[error("interrupted")]
+    Interrupted,
+
     /// memstate itself failed (a bug) while working on `file`.
     #[error("{file}: {message}")]
     Internal { file: String, message: String },
@@ -97,6 +101,8 @@ impl Error {
             | Error::Write { .. }
             | Error::Output(_)
             | Error::Internal { .. } => 2,
+            // As a shell reports a process ended by SIGINT.
+            Error::Interrupted => 130,
         }
     }
 

@@ -10,10 +10,11 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::db::{Database, Importer, Outcome};
 use crate::dump::{self, parse_document, read, Annotations, Document, Options, Prepared};
@@ -51,6 +52,8 @@ pub struct ImportSummary {
     /// Entries in folders that are not regular files (FIFOs, sockets, devices, links to folders).
     pub skipped: u64,
     pub seconds: f64,
+    /// Stopped by the user (Ctrl-C) before the end: the dump in progress was rolled back.
+    pub interrupted: bool,
 }
 
 impl ImportSummary {
@@ -307,12 +310,29 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
 
 impl Pipeline {
     /// Hand every item to `handle` in input order; then join the threads. A thread that died
-    /// without saying why is an error too.
-    fn run(mut self, handle: &mut dyn FnMut(Item) -> Result<()>) -> Result<()> {
+    /// without saying why is an error too. When `stop` is set the run ends within a tenth of a
+    /// second with [`Error::Interrupted`], even while the reader waits for a slow input (a pipe,
+    /// standard input): its threads are left to end with the process, not joined.
+    fn run(
+        mut self,
+        stop: Option<&AtomicBool>,
+        handle: &mut dyn FnMut(Item) -> Result<()>,
+    ) -> Result<()> {
         let mut waiting: BTreeMap<u64, Item> = BTreeMap::new();
         let mut next = 0u64;
         let mut outcome = Ok(());
-        for (index, item) in self.results.iter() {
+        loop {
+            let (index, item) = match self.results.recv_timeout(Duration::from_millis(100)) {
+                Ok(received) => received,
+                Err(RecvTimeoutError::Timeout) => {
+                    if stop.is_some_and(|stop| stop.load(Ordering::SeqCst)) {
+                        self.window.close();
+                        return Err(Error::Interrupted);
+                    }
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
             waiting.insert(index, item);
             while let Some(item) = waiting.remove(&next) {
                 next += 1;
@@ -326,6 +346,10 @@ impl Pipeline {
             if outcome.is_err() {
                 break;
             }
+        }
+        if matches!(outcome, Err(Error::Interrupted)) {
+            self.window.close();
+            return outcome;
         }
         // Stop the reading side (if it is still going) and wait for every thread.
         self.window.close();
@@ -389,12 +413,17 @@ enum Record {
 fn drive(
     paths: &[String],
     options: IngestOptions,
+    stop: Option<&AtomicBool>,
     report: &mut dyn FnMut(ImportEvent),
     write: &mut dyn FnMut(&mut ImportSummary, Record, &mut dyn FnMut(ImportEvent)) -> Result<()>,
 ) -> Result<ImportSummary> {
     let started = Instant::now();
     let (mut summary, pipeline) = begin(paths, options, report);
-    pipeline.run(&mut |item| {
+    let stopped = || stop.is_some_and(|stop| stop.load(Ordering::SeqCst));
+    let ran = pipeline.run(stop, &mut |item| {
+        if stopped() {
+            return Err(Error::Interrupted);
+        }
         match item {
             Item::Dump { source, prepared } => {
                 write(&mut summary, Record::Dump { source, prepared }, report)?
@@ -411,7 +440,12 @@ fn drive(
         }
         report(ImportEvent::Progress { summary: &summary });
         Ok(())
-    })?;
+    });
+    match ran {
+        Ok(()) => {}
+        Err(Error::Interrupted) => summary.interrupted = true,
+        Err(error) => return Err(error),
+    }
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }
@@ -419,31 +453,53 @@ fn drive(
 /// Import every dump and annotations file found under `paths` into `database`.
 ///
 /// Refused records are reported and counted; the others land. Only an error of the database itself
-/// (it cannot be written), or a failure of memstate itself, stops the run and is returned.
+/// (it cannot be written), or a failure of memstate itself, stops the run and is returned. When
+/// `stop` is set (Ctrl-C) the run ends early: the dump being written is rolled back, and the
+/// summary says `interrupted`.
+pub fn import_until(
+    database: &mut Database,
+    paths: &[String],
+    options: IngestOptions,
+    stop: Option<&AtomicBool>,
+    report: &mut dyn FnMut(ImportEvent),
+) -> Result<ImportSummary> {
+    let db_display = database.display();
+    let mut importer = Importer::new(&mut database.conn, db_display);
+    if let Some(stop) = stop {
+        importer = importer.stop_on(stop);
+    }
+    drive(
+        paths,
+        options,
+        stop,
+        report,
+        &mut |summary, record, report| {
+            match record {
+                Record::Dump { source, prepared } => {
+                    match importer.import(&prepared, &source, options.replace) {
+                        Ok(outcome) => summary.count(&outcome),
+                        Err(error @ Error::Input { .. }) => refused(summary, &error, report),
+                        Err(error) => return Err(error),
+                    }
+                }
+                Record::Annotations { annotations } => {
+                    importer.import_annotations(&annotations)?;
+                    summary.annotations += 1;
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// [`import_until`] with nothing to stop it.
 pub fn import(
     database: &mut Database,
     paths: &[String],
     options: IngestOptions,
     report: &mut dyn FnMut(ImportEvent),
 ) -> Result<ImportSummary> {
-    let db_display = database.display();
-    let mut importer = Importer::new(&mut database.conn, db_display);
-    drive(paths, options, report, &mut |summary, record, report| {
-        match record {
-            Record::Dump { source, prepared } => {
-                match importer.import(&prepared, &source, options.replace) {
-                    Ok(outcome) => summary.count(&outcome),
-                    Err(error @ Error::Input { .. }) => refused(summary, &error, report),
-                    Err(error) => return Err(error),
-                }
-            }
-            Record::Annotations { annotations } => {
-                importer.import_annotations(&annotations)?;
-                summary.annotations += 1;
-            }
-        }
-        Ok(())
-    })
+    import_until(database, paths, options, None, report)
 }
 
 /// Read and check every record under `paths` without a database.
@@ -452,7 +508,7 @@ pub fn validate(
     options: IngestOptions,
     report: &mut dyn FnMut(ImportEvent),
 ) -> Result<ImportSummary> {
-    drive(paths, options, report, &mut |summary, record, _| {
+    drive(paths, options, None, report, &mut |summary, record, _| {
         match record {
             Record::Dump { prepared, .. } => {
                 summary.imported += 1;

@@ -227,15 +227,43 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
         return follow(db_path, args);
     }
     let mut database = db::open(db_path)?;
+    // Ctrl-C (or SIGTERM) stops the import cleanly: the statement running is interrupted, the
+    // dump in progress rolled back, the database checkpointed and closed. A second one does not
+    // wait for that.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let interrupt = database.conn.get_interrupt_handle();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        interrupt.interrupt();
+    })
+    .map_err(|error| {
+        memstate::Error::Usage(format!(
+            "cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}"
+        ))
+    })?;
     let bar = progress_bar(args.read.quiet, BAR);
-    let summary = ingest::import(
+    let summary = ingest::import_until(
         &mut database,
         &args.read.paths,
         options(&args.read, args.replace),
+        Some(&stop),
         &mut show_events(&bar),
     );
     bar.finish_and_clear();
     let summary = summary?;
+    if summary.interrupted {
+        database.finish_now()?;
+        Printer::with_format(args.read.format).print(&summary_report(
+            &summary,
+            "interrupted: imported",
+            Some(db_path),
+        ))?;
+        eprintln!("interrupted: the dump in progress was rolled back; run the same command again to import the rest (dumps already imported are skipped)");
+        return Ok(130);
+    }
     database.finish()?;
     Printer::with_format(args.read.format).print(&summary_report(
         &summary,

@@ -11,6 +11,7 @@
 //! has written to the database (`PRAGMA data_version` unchanged).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::types::Value;
 use rusqlite::{
@@ -50,6 +51,8 @@ pub struct Importer<'c> {
     nodes: HashMap<(String, i64), NodeSpans>,
     /// `PRAGMA data_version` as of this importer's last commit.
     data_version: Option<i64>,
+    /// Set by Ctrl-C: the dump being written is rolled back.
+    stop: Option<&'c AtomicBool>,
 }
 
 /// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
@@ -135,7 +138,16 @@ impl<'c> Importer<'c> {
             string_ids: HashMap::new(),
             nodes: HashMap::new(),
             data_version: None,
+            stop: None,
         }
+    }
+
+    /// Stop when `stop` is set (Ctrl-C): a dump whose writing it interrupts is rolled back, not
+    /// committed, and [`Error::Interrupted`] is returned. (Set it together with the connection's
+    /// interrupt handle, so that a long statement stops too.)
+    pub fn stop_on(mut self, stop: &'c AtomicBool) -> Self {
+        self.stop = Some(stop);
+        self
     }
 
     /// Import one prepared dump read from `source`, in its own transaction.
@@ -163,9 +175,15 @@ impl<'c> Importer<'c> {
             new_strings: &mut new_strings,
         };
         let result = writer.dump(prepared, source, replace, cached);
+        let stopped = self.stop.is_some_and(|stop| stop.load(Ordering::SeqCst));
         let landed = match result {
+            // Interrupted while writing: the transaction rolls back as it is dropped.
+            _ if stopped => Err(Error::Interrupted),
             Ok(landed) => match transaction.commit() {
                 Ok(()) => Ok(landed),
+                Err(_) if self.stop.is_some_and(|stop| stop.load(Ordering::SeqCst)) => {
+                    Err(Error::Interrupted)
+                }
                 Err(error) => Err(Error::database(&db_display, error)),
             },
             Err(error) => Err(error),

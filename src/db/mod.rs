@@ -60,11 +60,21 @@ impl Database {
     /// proportion to what was imported, since the file must have grown by a third each time.
     /// When another connection holds the file, compaction waits for a later session.
     pub fn finish(self) -> Result<()> {
+        self.finish_with(true)
+    }
+
+    /// [`Database::finish`] without compacting: after Ctrl-C, when the user wants to be done.
+    pub fn finish_now(mut self) -> Result<()> {
+        self.pages_at_open = None;
+        self.finish_with(false)
+    }
+
+    fn finish_with(self, compact: bool) -> Result<()> {
         let display = self.display();
         let conn = self.conn;
         conn.busy_timeout(Duration::ZERO)
             .map_err(|error| Error::database(&display, error))?;
-        if let Some(pages_at_open) = self.pages_at_open {
+        if let Some(pages_at_open) = self.pages_at_open.filter(|_| compact) {
             let pages: i64 = conn
                 .query_row("PRAGMA page_count", [], |row| row.get(0))
                 .unwrap_or(0);

@@ -429,3 +429,34 @@ fn a_db_that_is_a_fifo_is_refused_at_once() {
         );
     }
 }
+
+/// A dump whose writing Ctrl-C interrupts is rolled back, not committed; the importer says
+/// `Interrupted`, and the database holds what it held before.
+#[test]
+fn an_interrupted_dump_is_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let text = std::fs::read(crate::common::data("small.json")).unwrap();
+    let dump =
+        match memstate::dump::parse_document(&text, "small.json", Default::default()).unwrap() {
+            memstate::dump::Document::Dump(dump) => *dump,
+            _ => unreachable!("small.json is a dump"),
+        };
+    let prepared = memstate::dump::prepare(dump);
+    let mut database = memstate::db::open(&db).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(true);
+    let mut importer = memstate::db::Importer::new(&mut database.conn, "t.db").stop_on(&stop);
+    let outcome = importer.import(&prepared, "small.json", false);
+    assert!(
+        matches!(outcome, Err(memstate::Error::Interrupted)),
+        "{outcome:?}"
+    );
+    let count: i64 = database
+        .conn
+        .query_row("SELECT count(*) FROM allocation_span", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(count, 0, "nothing of the dump was committed");
+    stop.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut importer = memstate::db::Importer::new(&mut database.conn, "t.db").stop_on(&stop);
+    assert!(importer.import(&prepared, "small.json", false).is_ok());
+}

@@ -749,3 +749,83 @@ fn markup_in_dump_strings_reaches_the_map_page_inert() {
         "the label is in the data, escaped"
     );
 }
+
+/// Ctrl-C during a plain import (here while it waits for more of a slow input, a named pipe):
+/// exit 130 at once, a summary line that says what landed and how to go on, the database
+/// checkpointed and closed (no -wal or -shm left) and whole; the same command again goes on
+/// (issue 17, item 9: it used to die with no summary and leave -wal/-shm behind).
+#[test]
+fn ctrl_c_during_an_import_rolls_back_reports_and_closes() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("slow.ndjson");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let db = dir.path().join("t.db");
+    let child = std::process::Command::new(binary())
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--quiet"])
+        .arg(&fifo)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = |seq: i64| {
+        let mut text = serde_json::to_vec(&set(small(), "/snapshot/seq", json!(seq))).unwrap();
+        text.push(b'\n');
+        text
+    };
+    // Two dumps, then the writer stalls with the pipe still open.
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(&line(1)).unwrap();
+    writer.write_all(&line(2)).unwrap();
+    writer.flush().unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let landed =
+            rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|conn| {
+                    conn.query_row("SELECT count(*) FROM snapshots", [], |row| {
+                        row.get::<_, i64>(0)
+                    })
+                })
+                .unwrap_or(0);
+        if landed == 2 {
+            break;
+        }
+        assert!(
+            started.elapsed().as_secs() < 30,
+            "the two dumps did not land"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) with the pid of a child this test started and has not waited for.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let output = child.wait_with_output().unwrap();
+    drop(writer);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(130), "{stdout}{stderr}");
+    assert!(stdout.contains("interrupted: imported 2 dumps"), "{stdout}");
+    assert!(stderr.contains("run the same command again"), "{stderr}");
+    for companion in ["t.db-wal", "t.db-shm", "t.db-journal"] {
+        assert!(
+            !dir.path().join(companion).exists(),
+            "{companion} left behind"
+        );
+    }
+    assert_eq!(scalar::<String>(&db, "PRAGMA integrity_check"), "ok");
+    // Going on: the dumps that landed are skipped, the rest imported.
+    let rest = dir.path().join("rest.ndjson");
+    std::fs::write(&rest, [line(1), line(2), line(3)].concat()).unwrap();
+    let stdout = import(&db, &[&rest], 0);
+    assert!(
+        stdout.contains("imported 1 dumps") && stdout.contains("2 unchanged"),
+        "{stdout}"
+    );
+}
