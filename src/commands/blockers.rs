@@ -161,10 +161,8 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         .transpose()?;
     let conn = &database.conn;
     let mut found: Vec<(Layout, Option<Blockers>)> = Vec::new();
-    for (snapshot_id, memory_id) in
-        select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?
-    {
-        let layout = load::layout(conn, snapshot_id, memory_id)?;
+    let pairs = select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
+    for layout in load::layouts_of(conn, &pairs, true)? {
         let alignment = args.alignment.or(layout.alignment).unwrap_or(1).max(1);
         let blockers = analysis::blockers(&layout, args.size, alignment);
         found.push((layout, blockers));
@@ -239,9 +237,13 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         "blockers",
         "map_link",
     ];
+    // The machine-readable rows (with each memory's blockers as JSON) only when they are printed.
+    let printer = Printer::new(&args.output);
+    let for_people = printer.format() == memstate::query::Format::Table;
     let rows = found
         .iter()
         .zip(&links)
+        .filter(|_| !for_people)
         .map(|((layout, blockers), link)| {
             vec![
                 Cell::Integer(layout.snapshot_id),
@@ -292,7 +294,7 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         }
         Ok(())
     });
-    Printer::new(&args.output).print(&report)?;
+    printer.print(&report)?;
     Ok(0)
 }
 

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use memstate::query::listing::{self, AllocationFilter};
-use memstate::query::{canned, load, select, Cell, Report, Table};
+use memstate::query::{load, select, Cell, Report, Table};
 use memstate::units::{human, ratio, visible};
 use memstate::{db, Result};
 
@@ -52,19 +52,12 @@ pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {
 pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     let conn = &database.conn;
-    let query = canned::find("largest-holes")?;
     let mut sections = Vec::new();
     let mut combined: Option<Table> = None;
-    for (snapshot_id, memory_id) in
-        select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?
-    {
-        let layout = load::layout(conn, snapshot_id, memory_id)?;
-        let parameters = vec![
-            ("snapshot_id".to_string(), snapshot_id.to_string()),
-            ("memory_id".to_string(), memory_id.to_string()),
-            ("top".to_string(), args.top.to_string()),
-        ];
-        let table = canned::execute(conn, &query, &parameters)?;
+    let pairs = select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
+    for layout in load::layouts_of(conn, &pairs, false)? {
+        let snapshot_id = layout.snapshot_id;
+        let table = listing::largest_holes(&layout, args.top);
         let header = format!(
             "{} node {} seq {} (snapshot {snapshot_id}), {} {}: {} free in {} holes, largest {}, fragmentation {}",
             visible(&layout.run),
@@ -77,7 +70,11 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
             human(layout.largest_hole),
             ratio(layout.fragmentation())
         );
-        let prefixed = table.clone().prefixed(
+        // People read a section per memory; programs get one table: the rows are kept once, in
+        // the combined table, and each section is cut from it while printing.
+        let start = combined.as_ref().map_or(0, |all| all.rows.len());
+        let count = table.rows.len();
+        let prefixed = table.prefixed(
             &["snapshot_id", "handle"],
             &[
                 Cell::Integer(snapshot_id),
@@ -88,17 +85,30 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
             Some(all) => all.extend(prefixed),
             None => combined = Some(prefixed),
         }
-        sections.push((header, table));
+        sections.push((header, start..start + count));
     }
     let printer = Printer::new(&args.output);
     let Some(combined) = combined else {
         return Ok(0);
     };
-    let report = Report::told(combined, |out, style| {
-        for (header, table) in &sections {
+    // The rows are held once: by the report for programs, by the sections for people.
+    let (given, kept) = match printer.format() {
+        memstate::query::Format::Table => (Table::new(combined.columns.clone(), Vec::new()), combined),
+        _ => (combined, Table::new(Vec::new(), Vec::new())),
+    };
+    let combined = &kept;
+    let report = Report::told(given, |out, style| {
+        for (header, rows) in &sections {
             writeln!(out, "{header}")?;
+            let section = Table::new(
+                combined.columns[2..].to_vec(),
+                combined.rows[rows.clone()]
+                    .iter()
+                    .map(|row| row[2..].to_vec())
+                    .collect(),
+            );
             memstate::query::output::emit(
-                &Report::table(table.clone()),
+                &Report::table(section),
                 memstate::query::Format::Table,
                 style,
                 out,

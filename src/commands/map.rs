@@ -27,10 +27,8 @@ pub(super) fn frames(
 ) -> Result<Vec<html::Frame>> {
     let mut frames = Vec::new();
     for &snapshot_id in snapshot_ids {
-        let layouts = select::memory_ids(conn, snapshot_id, memory)?
-            .into_iter()
-            .map(|memory_id| load::layout(conn, snapshot_id, memory_id))
-            .collect::<Result<Vec<Layout>>>()?;
+        let memory_ids = select::memory_ids(conn, snapshot_id, memory)?;
+        let layouts = load::layouts(conn, snapshot_id, &memory_ids)?;
         if let Some(first) = layouts.first() {
             let label = format!(
                 "{} node {} seq {} (snapshot {snapshot_id})",

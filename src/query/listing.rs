@@ -6,7 +6,7 @@ use rusqlite::Connection;
 
 use super::{query_error, Cell, Table};
 use crate::dump::State;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Run SQL with positional parameters and collect a table.
 fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table> {
@@ -63,24 +63,45 @@ pub fn memory_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
 
 /// The figures of the given memories at the given snapshots (pairs of snapshot and memory ids).
 pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
+    // One query a snapshot for all its memories (not one a memory: thousands of memories would
+    // cost seconds), put back in the order of the pairs.
     let sql = "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
                       t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
-                      t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes
-               FROM memory_trend t WHERE t.snapshot_id = ?1 AND t.memory_id = ?2";
-    let columns = conn
-        .prepare(sql)
-        .map_err(query_error)?
-        .column_names()
-        .map(str::to_string)
-        .collect();
-    let mut result = Table::new(columns, Vec::new());
-    for &(snapshot_id, memory_id) in pairs {
-        result.extend(table(
+                      t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes, t.memory_id
+               FROM memory_trend t
+               WHERE t.snapshot_id = ?1 AND t.memory_id IN (SELECT value FROM json_each(?2))";
+    let mut result: Option<Table> = None;
+    for (snapshot_id, memory_ids) in super::select::by_snapshot(pairs) {
+        let wanted = serde_json::Value::from(memory_ids.clone()).to_string();
+        let mut found = table(
             conn,
             sql,
-            &[SqlValue::Integer(snapshot_id), SqlValue::Integer(memory_id)],
-        )?);
+            &[SqlValue::Integer(snapshot_id), SqlValue::Text(wanted)],
+        )?;
+        let last = found.columns.len() - 1;
+        let mut by_memory: std::collections::HashMap<i64, Vec<Cell>> = found
+            .rows
+            .drain(..)
+            .map(|mut row| {
+                let id = match row.pop() {
+                    Some(Cell::Integer(id)) => id,
+                    _ => -1,
+                };
+                (id, row)
+            })
+            .collect();
+        found.columns.truncate(last);
+        found.units.truncate(last);
+        found.rows = memory_ids
+            .iter()
+            .filter_map(|id| by_memory.remove(id))
+            .collect();
+        match result.as_mut() {
+            Some(all) => all.extend(found),
+            None => result = Some(found),
+        }
     }
+    let result = result.ok_or_else(|| Error::Usage("no memory selected".to_string()))?;
     Ok(result.compact(&[
         "snapshot_id",
         "node",
@@ -222,4 +243,38 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
 /// where SQLite's `sum()` stops with "integer overflow". The canned queries spell out the same.
 pub fn exact_sum(column: &str) -> String {
     format!("(sum({column} >> 32) * 4294967296 + sum({column} & 4294967295))")
+}
+
+/// A memory's holes at one snapshot, largest first: what the `largest-holes` canned query gives
+/// for one memory (same columns, same order, running total and share of free bytes), computed
+/// from a layout already loaded, so that `holes` over thousands of memories runs no query per
+/// memory.
+pub fn largest_holes(layout: &crate::analysis::Layout, top: u32) -> Table {
+    let mut holes = layout.holes.clone();
+    holes.sort_by(|a, b| b.size.cmp(&a.size).then(a.offset.cmp(&b.offset)));
+    let mut running_total: u64 = 0;
+    let rows = holes
+        .iter()
+        .take(top as usize)
+        .map(|hole| {
+            running_total = running_total.saturating_add(hole.size);
+            // SQLite's x / 0 is NULL: a memory without free bytes has no holes anyway.
+            let share = match layout.free_bytes {
+                0 => Cell::Null,
+                free => Cell::Real(hole.size as f64 / free as f64),
+            };
+            vec![
+                Cell::count(hole.offset),
+                Cell::count(hole.size),
+                Cell::count(running_total),
+                share,
+            ]
+        })
+        .collect();
+    Table::new(
+        ["offset", "size", "running_total", "share_of_free"]
+            .map(String::from)
+            .to_vec(),
+        rows,
+    )
 }

@@ -2,6 +2,8 @@
 //! requests, a snapshot's allocations for a diff, a figure's series across a run. Every question
 //! here is about one snapshot, one memory or one run, and the views answer it through indexes.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, Connection};
 
 use super::query_error;
@@ -28,86 +30,201 @@ fn state(text: &str) -> rusqlite::Result<State> {
 
 /// One memory at one snapshot: its figures, holes and allocations (with their client objects).
 pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Layout> {
-    let (mut loaded, run_id) = conn
-        .query_row(
+    layouts(conn, snapshot_id, &[memory_id])?
+        .pop()
+        .ok_or_else(|| Error::Usage(format!("memory {memory_id} is not in snapshot {snapshot_id}")))
+}
+
+/// Several memories at one snapshot, in the order given: three queries whatever their number
+/// (figures, allocations, holes of all of them), not three a memory, so that a node with
+/// thousands of memories costs what its rows cost. A memory not in the snapshot is an error.
+pub fn layouts(conn: &Connection, snapshot_id: i64, memory_ids: &[i64]) -> Result<Vec<Layout>> {
+    load_layouts(conn, snapshot_id, memory_ids, true)
+}
+
+/// [`layouts`] without their allocations (figures and holes only), for questions about holes.
+pub fn hole_layouts(
+    conn: &Connection,
+    snapshot_id: i64,
+    memory_ids: &[i64],
+) -> Result<Vec<Layout>> {
+    load_layouts(conn, snapshot_id, memory_ids, false)
+}
+
+fn load_layouts(
+    conn: &Connection,
+    snapshot_id: i64,
+    memory_ids: &[i64],
+    with_allocations: bool,
+) -> Result<Vec<Layout>> {
+    let wanted = serde_json::Value::from(memory_ids.to_vec()).to_string();
+    let mut statement = conn
+        .prepare(
             "SELECT s.run, s.node, s.seq, s.time_ns, m.handle, m.kind, ms.capacity, ms.alignment, ms.free_bytes, ms.largest_hole,
-                    ms.largest_reclaimable, ms.holes_listed, s.run_id
+                    ms.largest_reclaimable, ms.holes_listed, s.run_id, ms.memory_id
              FROM memory_stats ms
              JOIN snapshots s ON s.snapshot_id = ms.snapshot_id
              JOIN memories m ON m.memory_id = ms.memory_id
-             WHERE ms.snapshot_id = ?1 AND ms.memory_id = ?2",
-            params![snapshot_id, memory_id],
-            |row| {
-                Ok((
-                    Layout {
-                        snapshot_id,
-                        memory_id,
-                        run: row.get(0)?,
-                        node: row.get(1)?,
-                        seq: row.get(2)?,
-                        time_ns: row.get(3)?,
-                        handle: row.get(4)?,
-                        kind: row.get(5)?,
-                        capacity: to_u64(row.get(6)?),
-                        alignment: row.get::<_, Option<i64>>(7)?.map(to_u64),
-                        free_bytes: to_u64(row.get(8)?),
-                        largest_hole: to_u64(row.get(9)?),
-                        largest_reclaimable: to_u64(row.get(10)?),
-                        holes_listed: row.get(11)?,
-                        holes: Vec::new(),
-                        allocations: Vec::new(),
-                    },
-                    row.get::<_, i64>(12)?,
-                ))
-            },
+             WHERE ms.snapshot_id = ?1 AND ms.memory_id IN (SELECT value FROM json_each(?2))",
         )
-        .map_err(|error| match error {
-            rusqlite::Error::QueryReturnedNoRows => Error::Usage(format!("memory {memory_id} is not in snapshot {snapshot_id}")),
-            other => query_error(other),
-        })?;
+        .map_err(query_error)?;
+    let mut run_id = 0;
+    let mut found: HashMap<i64, Layout> = HashMap::with_capacity(memory_ids.len());
+    let rows = statement
+        .query_map(params![snapshot_id, wanted], |row| {
+            Ok((
+                Layout {
+                    snapshot_id,
+                    memory_id: row.get(13)?,
+                    run: row.get(0)?,
+                    node: row.get(1)?,
+                    seq: row.get(2)?,
+                    time_ns: row.get(3)?,
+                    handle: row.get(4)?,
+                    kind: row.get(5)?,
+                    capacity: to_u64(row.get(6)?),
+                    alignment: row.get::<_, Option<i64>>(7)?.map(to_u64),
+                    free_bytes: to_u64(row.get(8)?),
+                    largest_hole: to_u64(row.get(9)?),
+                    largest_reclaimable: to_u64(row.get(10)?),
+                    holes_listed: row.get(11)?,
+                    holes: Vec::new(),
+                    allocations: Vec::new(),
+                },
+                row.get::<_, i64>(12)?,
+            ))
+        })
+        .map_err(query_error)?;
+    for row in rows {
+        let (layout, run) = row.map_err(query_error)?;
+        run_id = run;
+        found.insert(layout.memory_id, layout);
+    }
+    if let Some(missing) = memory_ids.iter().find(|id| !found.contains_key(id)) {
+        return Err(Error::Usage(format!(
+            "memory {missing} is not in snapshot {snapshot_id}"
+        )));
+    }
+    if with_allocations {
+        load_allocations(conn, snapshot_id, &wanted, run_id, &mut found)?;
+    }
     let mut statement = conn
         .prepare(
-            "SELECT a.uid, a.handle, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
-                    (SELECT group_concat(o.object_id || coalesce(' (' || ob.name || ')', ''), ', ')
-                     FROM (SELECT DISTINCT object_id FROM allocation_objects ao WHERE ao.run_id = ?3 AND ao.uid = a.uid) o
-                     LEFT JOIN objects ob ON ob.run_id = ?3 AND ob.object_id = o.object_id)
-             FROM allocations a
-             WHERE a.snapshot_id = ?1 AND a.memory_id = ?2
-             ORDER BY a.offset, a.size",
+            "SELECT memory_id, offset, size FROM holes
+             WHERE snapshot_id = ?1 AND memory_id IN (SELECT value FROM json_each(?2))",
         )
         .map_err(query_error)?;
-    loaded.allocations = statement
-        .query_map(params![snapshot_id, memory_id, run_id], |row| {
-            let objects: Option<String> = row.get(8)?;
-            Ok(AllocationInfo {
-                uid: row.get(0)?,
-                handle: row.get(1)?,
-                kind: row.get(2)?,
-                state: state(&row.get::<_, String>(3)?)?,
-                offset: to_u64(row.get(4)?),
-                size: to_u64(row.get(5)?),
-                provenance: row.get(6)?,
-                label: row.get(7)?,
-                objects: objects
-                    .map(|text| text.split(", ").map(str::to_string).collect())
-                    .unwrap_or_default(),
-            })
+    let rows = statement
+        .query_map(params![snapshot_id, wanted], |row| {
+            Ok((
+                row.get::<_, i64>(0)?,
+                Range {
+                    offset: to_u64(row.get(1)?),
+                    size: to_u64(row.get(2)?),
+                },
+            ))
         })
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
         .map_err(query_error)?;
-    let mut statement = conn.prepare("SELECT offset, size FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2 ORDER BY offset").map_err(query_error)?;
-    loaded.holes = statement
-        .query_map(params![snapshot_id, memory_id], |row| {
-            Ok(Range {
-                offset: to_u64(row.get(0)?),
-                size: to_u64(row.get(1)?),
-            })
+    for row in rows {
+        let (memory_id, hole) = row.map_err(query_error)?;
+        if let Some(layout) = found.get_mut(&memory_id) {
+            layout.holes.push(hole);
+        }
+    }
+    // Sorted here rather than by SQLite: each memory's rows come out of its own spans.
+    let mut layouts = Vec::with_capacity(memory_ids.len());
+    for memory_id in memory_ids {
+        if let Some(mut layout) = found.remove(memory_id) {
+            layout
+                .allocations
+                .sort_by_key(|allocation| (allocation.offset, allocation.size));
+            layout.holes.sort_by_key(|hole| hole.offset);
+            layouts.push(layout);
+        }
+    }
+    Ok(layouts)
+}
+
+/// The allocations of the memories in `wanted` (a JSON list of ids) at one snapshot, into their
+/// layouts.
+fn load_allocations(
+    conn: &Connection,
+    snapshot_id: i64,
+    wanted: &str,
+    run_id: i64,
+    found: &mut HashMap<i64, Layout>,
+) -> Result<()> {
+    // The client objects of each allocation, when the run links any (the subquery makes a small
+    // temporary table per allocation: most of the time of this query on a run without objects).
+    let linked: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM allocation_object WHERE run_id = ?1)",
+            [run_id],
+            |row| row.get(0),
+        )
+        .map_err(query_error)?;
+    let objects = if linked {
+        "(SELECT group_concat(o.object_id || coalesce(' (' || ob.name || ')', ''), ', ')
+          FROM (SELECT DISTINCT object_id FROM allocation_objects ao WHERE ao.run_id = ?3 AND ao.uid = a.uid) o
+          LEFT JOIN objects ob ON ob.run_id = ?3 AND ob.object_id = o.object_id)"
+    } else {
+        "NULLIF(?3, ?3)"
+    };
+    let mut statement = conn
+        .prepare(&format!(
+            "SELECT a.memory_id, a.uid, a.handle, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
+                    {objects}
+             FROM allocations a
+             WHERE a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?2))"
+        ))
+        .map_err(query_error)?;
+    let rows = statement
+        .query_map(params![snapshot_id, wanted, run_id], |row| {
+            let objects: Option<String> = row.get(9)?;
+            Ok((
+                row.get::<_, i64>(0)?,
+                AllocationInfo {
+                    uid: row.get(1)?,
+                    handle: row.get(2)?,
+                    kind: row.get(3)?,
+                    state: state(&row.get::<_, String>(4)?)?,
+                    offset: to_u64(row.get(5)?),
+                    size: to_u64(row.get(6)?),
+                    provenance: row.get(7)?,
+                    label: row.get(8)?,
+                    objects: objects
+                        .map(|text| text.split(", ").map(str::to_string).collect())
+                        .unwrap_or_default(),
+                },
+            ))
         })
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
         .map_err(query_error)?;
-    Ok(loaded)
+    for row in rows {
+        let (memory_id, allocation) = row.map_err(query_error)?;
+        if let Some(layout) = found.get_mut(&memory_id) {
+            layout.allocations.push(allocation);
+        }
+    }
+    Ok(())
+}
+
+/// The layouts of (snapshot, memory) pairs, in their order: one [`layouts`] a snapshot (or
+/// [`hole_layouts`], without allocations).
+pub fn layouts_of(
+    conn: &Connection,
+    pairs: &[(i64, i64)],
+    with_allocations: bool,
+) -> Result<Vec<Layout>> {
+    let mut all = Vec::with_capacity(pairs.len());
+    for (snapshot_id, memory_ids) in super::select::by_snapshot(pairs) {
+        all.extend(load_layouts(
+            conn,
+            snapshot_id,
+            &memory_ids,
+            with_allocations,
+        )?);
+    }
+    Ok(all)
 }
 
 /// Every failed request of the given snapshots, in order.

@@ -234,6 +234,19 @@ pub fn pairs(conn: &Connection, snapshot: &str, memory: Option<&str>) -> Result<
     Ok(found)
 }
 
+/// (snapshot, memory) pairs grouped by snapshot, keeping their order: one question a snapshot
+/// for all its memories.
+pub fn by_snapshot(pairs: &[(i64, i64)]) -> Vec<(i64, Vec<i64>)> {
+    let mut groups: Vec<(i64, Vec<i64>)> = Vec::new();
+    for &(snapshot_id, memory_id) in pairs {
+        match groups.last_mut() {
+            Some((last, memory_ids)) if *last == snapshot_id => memory_ids.push(memory_id),
+            _ => groups.push((snapshot_id, vec![memory_id])),
+        }
+    }
+    groups
+}
+
 /// The memory ids of a run that a selector names (all without one).
 pub fn run_memory_ids(conn: &Connection, run: &str, selector: Option<&str>) -> Result<Vec<i64>> {
     narrowed(
