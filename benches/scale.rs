@@ -19,6 +19,9 @@
 //! question is given up, 120), `MEMSTATE_BENCH_SMALL=1` (a tenth of every size, to try the bench),
 //! `MEMSTATE_BENCH_GENERATE=DIR` (only write runs (a) and (b) under DIR, for profiling by hand).
 
+mod common;
+
+use common::{median, report, run_binary};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,7 +39,6 @@ fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-const BINARY: &str = env!("CARGO_BIN_EXE_memstate");
 const KINDS: [&str; 5] = [
     "instance",
     "deferred_buffer",
@@ -263,97 +265,6 @@ fn naive_import(files: &[PathBuf], database: &Path) -> u64 {
     rows
 }
 
-/// What one run of the binary took: wall time, peak resident memory (MiB), exit status, stdout.
-struct Ran {
-    seconds: f64,
-    peak_mib: f64,
-    ok: bool,
-    stdout: String,
-    timed_out: bool,
-}
-
-/// Run the binary with `args`, measuring its own peak resident memory: its VmHWM, read while it
-/// runs (wait4's ru_maxrss would include this bench process's memory from before the exec).
-fn run_binary(args: &[String], timeout: Duration) -> Ran {
-    let started = Instant::now();
-    let mut child = Command::new(BINARY)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("bench: spawn memstate");
-    let status_file = format!("/proc/{}/status", child.id());
-    let read_all = |pipe: Option<Box<dyn std::io::Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(mut pipe) = pipe {
-                let _ = pipe.read_to_string(&mut text);
-            }
-            text
-        })
-    };
-    let stdout = read_all(
-        child
-            .stdout
-            .take()
-            .map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>),
-    );
-    let stderr = read_all(
-        child
-            .stderr
-            .take()
-            .map(|pipe| Box::new(pipe) as Box<dyn std::io::Read + Send>),
-    );
-    let mut peak_kib = 0u64;
-    let mut timed_out = false;
-    let status = loop {
-        if let Ok(text) = fs::read_to_string(&status_file) {
-            if let Some(kib) = text
-                .lines()
-                .find_map(|line| line.strip_prefix("VmHWM:"))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-            {
-                peak_kib = peak_kib.max(kib);
-            }
-        }
-        if let Some(status) = child.try_wait().expect("bench: wait") {
-            break Some(status);
-        }
-        if started.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            timed_out = true;
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    let seconds = started.elapsed().as_secs_f64();
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    let ok = status.is_some_and(|status| status.success());
-    if !ok && !timed_out {
-        eprintln!("bench: memstate {} failed: {stderr}", args.join(" "));
-    }
-    Ran {
-        seconds,
-        peak_mib: peak_kib as f64 / 1024.0,
-        ok,
-        stdout,
-        timed_out,
-    }
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
 fn database_bytes(path: &Path) -> u64 {
     ["", "-wal"]
         .iter()
@@ -424,16 +335,6 @@ fn scalar(db: &Path, sql: &str) -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
-}
-
-/// Print one figure next to its target.
-fn report(name: &str, value: &str, target: &str, met: Option<bool>) {
-    let mark = match met {
-        Some(true) => "ok",
-        Some(false) => "MISSED",
-        None => "",
-    };
-    println!("  {name:<48} {value:>18}   target {target:<12} {mark}");
 }
 
 fn questions(db: &Path, run: &str, repeat: usize, timeout: Duration, out_dir: &Path) {

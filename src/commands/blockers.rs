@@ -257,7 +257,7 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.blocked_bytes)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.opens)),
                 blockers.as_ref().map_or(Cell::Null, |blockers| {
-                    Cell::Json(serde_json::to_value(blockers).unwrap_or_default())
+                    Cell::json(blockers)
                 }),
                 Cell::text(link.clone()),
             ]

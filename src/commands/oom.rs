@@ -172,9 +172,9 @@ pub(super) fn story_table(stories: &[Story]) -> Table {
                 Cell::count(finding.largest_hole),
                 Cell::count(finding.largest_reclaimable),
                 Cell::text(finding.verdict.as_str()),
-                Cell::Json(serde_json::Value::Bool(finding.solved_by_collection)),
+                Cell::json(&finding.solved_by_collection),
                 finding.blockers.as_ref().map_or(Cell::Null, |blockers| {
-                    Cell::Json(serde_json::to_value(blockers).unwrap_or_default())
+                    Cell::json(blockers)
                 }),
             ];
             row.push(
@@ -190,9 +190,7 @@ pub(super) fn story_table(stories: &[Story]) -> Table {
                     .previous
                     .map_or(Cell::Null, |(_, collected)| Cell::count(collected.bytes)),
             );
-            row.push(Cell::Json(
-                serde_json::to_value(&story.recent).unwrap_or_default(),
-            ));
+            row.push(Cell::json(&story.recent));
             row.push(Cell::text(story.advice.clone()));
             row.push(Cell::text(story.link.clone()));
             row

@@ -551,19 +551,27 @@ impl Writer<'_, '_> {
             ),
             None => (Vec::new(), Vec::new()),
         };
-        let allocation_spans = spans::plan_insert(
+        // Changes are written in batches while they are planned (see spans::plan_insert).
+        let open_allocations = spans::plan_insert(
             seq,
             prev,
             next,
             prev_allocations,
             &next_allocations,
             allocations,
-        );
-        let hole_spans = spans::plan_insert(seq, prev, next, prev_holes, &next_holes, holes);
-        AllocationSpans::apply(tx, &allocation_spans.changes)?;
-        HoleSpans::apply(tx, &hole_spans.changes)?;
+            &mut |changes| AllocationSpans::apply(tx, changes),
+        )?;
+        let open_holes = spans::plan_insert(
+            seq,
+            prev,
+            next,
+            prev_holes,
+            &next_holes,
+            holes,
+            &mut |changes| HoleSpans::apply(tx, changes),
+        )?;
         // When `seq` is the node's latest snapshot, its open spans are what the next dump needs.
-        Ok(match (allocation_spans.open, hole_spans.open) {
+        Ok(match (open_allocations, open_holes) {
             (Some(allocations), Some(holes)) => Some(NodeSpans {
                 latest: seq,
                 allocations,

@@ -83,12 +83,32 @@ pub fn reach(level: i64) -> i64 {
     }
 }
 
-/// What inserting a snapshot does to a table of spans.
-#[derive(Debug)]
-pub struct Insertion<K, A> {
-    pub changes: Vec<Change<K, A>>,
-    /// When the snapshot is the node's latest: its open spans (what the next dump starts from).
-    pub open: Option<SpanList<K, A>>,
+/// Changes planned and not yet written: written in batches as they come, so that a dump of a
+/// million new allocations is never a million planned changes in memory at once.
+struct Batch<'a, K, A, E> {
+    changes: Vec<Change<K, A>>,
+    apply: &'a mut dyn FnMut(&[Change<K, A>]) -> Result<(), E>,
+}
+
+/// Changes written at once (a batch holds at most this many).
+const BATCH: usize = 4096;
+
+impl<K, A, E> Batch<'_, K, A, E> {
+    fn push(&mut self, change: Change<K, A>) -> Result<(), E> {
+        self.changes.push(change);
+        if self.changes.len() >= BATCH {
+            (self.apply)(&self.changes)?;
+            self.changes.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), E> {
+        if self.changes.is_empty() {
+            return Ok(());
+        }
+        (self.apply)(&self.changes)
+    }
 }
 
 /// The next entry of a sorted list when it has `key`.
@@ -105,30 +125,36 @@ fn smallest<'k, K: Ord>(keys: impl IntoIterator<Item = Option<&'k K>>) -> Option
 }
 
 /// The changes that insert snapshot `seq` holding `things`, given the spans that contain its
-/// neighbours. `things` and both lists are sorted by key with each key once.
-pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
+/// neighbours, handed to `apply` in batches as they are planned. `things` and both lists are
+/// sorted by key with each key once. Returns, when `seq` is the node's latest snapshot, its open
+/// spans (what the next dump starts from).
+pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
     seq: i64,
     prev: Option<i64>,
     next: Option<i64>,
     around_prev: SpanList<K, A>,
     around_next: &[(K, Span<A>)],
     things: impl IntoIterator<Item = (K, A)>,
-) -> Insertion<K, A> {
+    apply: &mut dyn FnMut(&[Change<K, A>]) -> Result<(), E>,
+) -> Result<Option<SpanList<K, A>>, E> {
     // Spans passing over `seq`: they contain `prev` and reach on to `next` (or are open).
     let passes = |span: &Span<A>| match next {
         Some(next) => span.reaches(next),
         None => span.last.is_none(),
     };
-    let mut changes = Vec::new();
-    let mut open = next
-        .is_none()
-        .then(|| Vec::with_capacity(around_prev.len()));
+    let things = things.into_iter();
+    let mut changes = Batch {
+        changes: Vec::new(),
+        apply,
+    };
+    let room = around_prev.len().max(things.size_hint().0);
+    let mut open = next.is_none().then(|| Vec::with_capacity(room));
     let mut before = around_prev.into_iter().peekable();
     let mut after = around_next
         .iter()
         .map(|(key, span)| (*key, span))
         .peekable();
-    let mut things = things.into_iter().peekable();
+    let mut things = things.peekable();
     loop {
         let Some(&key) = smallest([
             before.peek().map(|(key, _)| key),
@@ -157,7 +183,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
             (Some(span), thing) => {
                 // Absent or different at `seq`: cut around it.
                 let span = span.clone();
-                changes.push(Change::Delete(key, span.clone()));
+                changes.push(Change::Delete(key, span.clone()))?;
                 if let Some(prev) = prev {
                     changes.push(Change::Insert(
                         key,
@@ -166,7 +192,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                             last: Some(prev),
                             attrs: span.attrs.clone(),
                         },
-                    ));
+                    ))?;
                 }
                 if let Some(next) = next {
                     changes.push(Change::Insert(
@@ -176,7 +202,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                             last: span.last,
                             attrs: span.attrs,
                         },
-                    ));
+                    ))?;
                 }
                 if let Some(attrs) = thing {
                     let new = Span {
@@ -187,7 +213,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                     if let (Some(open), None) = (open.as_mut(), new.last) {
                         open.push((key, new.clone()));
                     }
-                    changes.push(Change::Insert(key, new));
+                    changes.push(Change::Insert(key, new))?;
                 }
             }
             (None, Some(attrs)) => {
@@ -198,8 +224,8 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                 });
                 let new = match (joins_left, joins_right) {
                     (Some(left), Some(right)) => {
-                        changes.push(Change::Delete(key, left.clone()));
-                        changes.push(Change::Delete(key, right.clone()));
+                        changes.push(Change::Delete(key, left.clone()))?;
+                        changes.push(Change::Delete(key, right.clone()))?;
                         Span {
                             first: left.first,
                             last: right.last,
@@ -207,7 +233,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                         }
                     }
                     (Some(left), None) => {
-                        changes.push(Change::Delete(key, left.clone()));
+                        changes.push(Change::Delete(key, left.clone()))?;
                         Span {
                             first: left.first,
                             last: Some(seq),
@@ -215,7 +241,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                         }
                     }
                     (None, Some(right)) => {
-                        changes.push(Change::Delete(key, right.clone()));
+                        changes.push(Change::Delete(key, right.clone()))?;
                         Span {
                             first: seq,
                             last: right.last,
@@ -231,12 +257,13 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq>(
                 if let (Some(open), None) = (open.as_mut(), new.last) {
                     open.push((key, new.clone()));
                 }
-                changes.push(Change::Insert(key, new));
+                changes.push(Change::Insert(key, new))?;
             }
             (None, None) => {} // a span that ended at `prev`, with nothing at `seq`
         }
     }
-    Insertion { changes, open }
+    changes.finish()?;
+    Ok(open)
 }
 
 /// The changes that remove snapshot `seq`, given the spans containing it and its neighbours.

@@ -5,7 +5,7 @@
 //! For people every figure goes through [`crate::units`]: sizes are human (`1.5 GiB`), offsets hex,
 //! ratios three decimals, and text is made visible (a dump cannot send escape sequences to the
 //! terminal). Tables fit the terminal: a compact set of columns unless asked for all, and long text
-//! shortened. This is the only module that knows about prettytable. In csv and json every number
+//! shortened, laid out here (columns padded to their widest cell). In csv and json every number
 //! is exact (sizes in bytes, reals with full precision) and NULL is empty (csv) or `null` (json).
 
 use std::io::{self, Write};
@@ -242,7 +242,7 @@ pub fn for_people(cell: &Cell, unit: Unit) -> String {
         }
         (Cell::Text(text), _) => units::visible(text).into_owned(),
         (Cell::Blob(bytes), _) => hex(bytes),
-        (Cell::Json(value), _) => units::visible(&value.to_string()).into_owned(),
+        (Cell::Json(text), _) => units::visible(text).into_owned(),
     }
 }
 
@@ -268,8 +268,6 @@ fn shorten(text: &str, width: usize) -> String {
 }
 
 fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<()> {
-    use prettytable::format::{Alignment, FormatBuilder, LinePosition, LineSeparator};
-    use prettytable::{Cell as PrettyCell, Row};
     let mut shown = shown_columns(table, style);
     let mut cells: Vec<Vec<String>> = table
         .rows
@@ -327,29 +325,54 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             }
         }
     }
-    let mut pretty = prettytable::Table::new();
-    pretty.set_format(
-        FormatBuilder::new()
-            .column_separator(' ')
-            .separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' '))
-            .padding(0, 1)
-            .build(),
-    );
-    pretty.set_titles(Row::new(
-        titles.iter().map(|title| PrettyCell::new(title)).collect(),
-    ));
-    for (row, texts) in table.rows.iter().zip(&cells) {
-        let line = shown
-            .iter()
-            .zip(texts)
-            .map(|(&index, text)| match row[index] {
-                Cell::Integer(_) | Cell::Real(_) => PrettyCell::new_align(text, Alignment::RIGHT),
-                _ => PrettyCell::new(text),
-            })
-            .collect();
-        pretty.add_row(Row::new(line));
+    // Columns padded to their widest cell, one space after each and one between: numbers to the
+    // right, text to the left, a line of dashes under the titles. Written straight out (a table
+    // a memory for 40,000 memories is a lot of small tables).
+    let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
+    for row in &cells {
+        for (column, text) in row.iter().enumerate() {
+            widths[column] = widths[column].max(text.chars().count());
+        }
     }
-    pretty.print(out)?;
+    let mut line = String::new();
+    let pad = |line: &mut String, text: &str, width: usize, right: bool| {
+        let fill = width.saturating_sub(text.chars().count());
+        if right {
+            line.extend(std::iter::repeat_n(' ', fill));
+            line.push_str(text);
+        } else {
+            line.push_str(text);
+            line.extend(std::iter::repeat_n(' ', fill));
+        }
+        line.push(' ');
+    };
+    for (column, title) in titles.iter().enumerate() {
+        if column > 0 {
+            line.push(' ');
+        }
+        pad(&mut line, title, widths[column], false);
+    }
+    line.push('\n');
+    for (column, width) in widths.iter().enumerate() {
+        if column > 0 {
+            line.push(' ');
+        }
+        line.extend(std::iter::repeat_n('-', width + 1));
+    }
+    line.push('\n');
+    out.write_all(line.as_bytes())?;
+    for (row, texts) in table.rows.iter().zip(&cells) {
+        line.clear();
+        for (column, (&index, text)) in shown.iter().zip(texts).enumerate() {
+            if column > 0 {
+                line.push(' ');
+            }
+            let right = matches!(row[index], Cell::Integer(_) | Cell::Real(_));
+            pad(&mut line, text, widths[column], right);
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())?;
+    }
     if !hidden.is_empty() {
         writeln!(
             out,
@@ -376,7 +399,7 @@ fn cell_exact(cell: &Cell) -> String {
         Cell::Real(number) => number.to_string(),
         Cell::Text(text) => text.clone(),
         Cell::Blob(bytes) => hex(bytes),
-        Cell::Json(value) => value.to_string(),
+        Cell::Json(text) => text.clone(),
     }
 }
 
@@ -389,7 +412,7 @@ fn cell_json(cell: &Cell) -> serde_json::Value {
             .unwrap_or(serde_json::Value::Null),
         Cell::Text(text) => serde_json::Value::String(text.clone()),
         Cell::Blob(bytes) => serde_json::Value::String(hex(bytes)),
-        Cell::Json(value) => value.clone(),
+        Cell::Json(text) => serde_json::from_str(text).unwrap_or(serde_json::Value::Null),
     }
 }
 
@@ -402,7 +425,11 @@ fn json_object(columns: &[String], row: &[Cell]) -> String {
         }
         text.push_str(&serde_json::Value::String(column.clone()).to_string());
         text.push(':');
-        text.push_str(&cell_json(cell).to_string());
+        match cell {
+            // Already compact JSON: written as it is.
+            Cell::Json(json) => text.push_str(json),
+            cell => text.push_str(&cell_json(cell).to_string()),
+        }
     }
     text.push('}');
     text

@@ -437,3 +437,62 @@ fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
         "the pairs compared too few changes to mean anything ({compared})"
     );
 }
+
+/// Layouts, holes and figures of many memories load in a few statements, not a few a memory
+/// (issue 17, item 7: 2,000 memories took 20 ms each), and give what one memory's own
+/// questions to the views give.
+#[test]
+fn many_memories_load_in_a_few_statements() {
+    let dir = tempfile::tempdir().unwrap();
+    let memories: Vec<serde_json::Value> = (0..300u64)
+        .map(|m| {
+            let allocations: Vec<serde_json::Value> = (0..4u64)
+                .map(|a| serde_json::json!({"uid": m * 10 + a + 1, "kind": "instance",
+                    "state": if a % 2 == 0 { "valid" } else { "collectable" },
+                    "offset": a * 2048 + m, "size": 1024 + a}))
+                .collect();
+            serde_json::json!({"id": 0x1000 + m, "kind": "GPU_FB_MEM", "capacity": 1 << 16, "allocations": allocations})
+        })
+        .collect();
+    let dump = serde_json::json!({"format": "memstate-dump", "version": 1, "run": {"id": "many", "node": 0},
+        "snapshot": {"seq": 0, "time_ns": 0, "reason": "periodic"}, "memories": memories});
+    let path = crate::common::write_json(dir.path(), "many.json", &dump);
+    let db = dir.path().join("t.db");
+    crate::common::import(&db, &[&path], 0);
+    let mut database = memstate::db::open_read_only(&db).unwrap();
+    let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = statements.clone();
+    database
+        .conn
+        .trace_v2(
+            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+            Some(move |_: rusqlite::trace::TraceEvent<'_>| {
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+    let conn = &database.conn;
+    let pairs = memstate::query::select::pairs(conn, "latest", None).unwrap();
+    assert_eq!(pairs.len(), 300);
+    let before = statements.load(std::sync::atomic::Ordering::SeqCst);
+    let layouts = memstate::query::load::layouts_of(conn, &pairs, true).unwrap();
+    let stats = memstate::query::listing::stats_table(conn, &pairs).unwrap();
+    let used = statements.load(std::sync::atomic::Ordering::SeqCst) - before;
+    assert!(used <= 10, "{used} statements for 300 memories");
+    // The same as each memory's own rows in the views, in the order of the pairs.
+    assert_eq!(stats.rows.len(), 300);
+    for (index, (layout, &(snapshot_id, memory_id))) in layouts.iter().zip(&pairs).enumerate() {
+        assert_eq!((layout.snapshot_id, layout.memory_id), (snapshot_id, memory_id));
+        let count = |sql: &str| -> i64 {
+            conn.query_row(sql, [snapshot_id, memory_id], |row| row.get(0)).unwrap()
+        };
+        assert_eq!(layout.allocations.len() as i64, count("SELECT count(*) FROM allocations WHERE snapshot_id = ?1 AND memory_id = ?2"));
+        assert_eq!(layout.holes.len() as i64, count("SELECT count(*) FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2"));
+        let offsets: Vec<u64> = layout.allocations.iter().map(|a| a.offset).collect();
+        // By hand: allocation a of memory m lies at a * 2048 + m, in offset order.
+        let m = index as u64;
+        assert_eq!(offsets, vec![m, 2048 + m, 4096 + m, 6144 + m]);
+        let handle = stats.column("handle").unwrap();
+        assert_eq!(stats.rows[index][handle], memstate::query::Cell::text(layout.handle.clone()));
+    }
+}
