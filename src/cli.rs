@@ -164,8 +164,9 @@ pub struct ReadArgs {
     pub strict: bool,
 
     /// The largest one dump (a .json file, or a line of a stream) may be once decompressed; a
-    /// larger one is refused and skipped. Bounds memory on any input: about 2-3 dumps of this size
-    /// are in memory at once at most.
+    /// larger one is refused and skipped. Bounds memory on any input: a dump over 48 MiB is read
+    /// only once those before it are written, so an import takes at most about 4 times the
+    /// largest dump (plus 64 MiB).
     #[arg(long, default_value = "1GiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub max_dump_size: u64,
 

@@ -101,6 +101,10 @@ enum Tracked {
         lines: u64,
         done: Option<Stamp>,
         failing: Option<(Stamp, Instant)>,
+        /// How many of the compressed file's first bytes were hashed when it was last read, and
+        /// their hash: an appended member keeps them, a file written anew does not (its lines
+        /// are then taken from the start).
+        head: Option<(u64, u64)>,
     },
 }
 
@@ -116,6 +120,32 @@ struct Position {
     partial: Vec<u8>,
     /// The line being read is over the size limit: its bytes are dropped until its newline.
     oversized: bool,
+    /// The file's modification time, and hashes of its first bytes and of the bytes just before
+    /// `offset`, when last read: a stream truncated and written again in place (same inode, as
+    /// long or longer) changes them, and is then read again from its start.
+    modified: Option<SystemTime>,
+    marks: Option<(u64, u64)>,
+}
+
+/// How many bytes at the start of a file (and before a stream's read position) are hashed to
+/// tell a file written anew in place from one that only grew.
+const MARK_BYTES: u64 = 4096;
+
+/// The xxh3 hash of `length` bytes of a file from `start` (fewer when the file is shorter).
+fn hash_of(path: &Path, start: u64, length: u64) -> Option<u64> {
+    let mut file = File::open(path).ok()?;
+    file.seek(SeekFrom::Start(start)).ok()?;
+    let mut bytes = Vec::with_capacity(length as usize);
+    file.take(length).read_to_end(&mut bytes).ok()?;
+    Some(xxhash_rust::xxh3::xxh3_64(&bytes))
+}
+
+/// The marks of a file read up to `offset`: its first bytes and those just before `offset`.
+fn marks_of(path: &Path, offset: u64) -> Option<(u64, u64)> {
+    let head = hash_of(path, 0, offset.min(MARK_BYTES))?;
+    let before = offset.saturating_sub(MARK_BYTES);
+    let tail = hash_of(path, before, offset - before)?;
+    Some((head, tail))
 }
 
 /// Whether a file's first bytes are those of gzip or zstd.
@@ -135,6 +165,7 @@ fn tracked_for(input: &Input, path: &Path) -> Tracked {
                 lines: 0,
                 done: None,
                 failing: None,
+                head: None,
             }
         }
         Form::Stream => Tracked::PlainStream(Position::default()),
@@ -173,6 +204,8 @@ struct Follower<'d> {
     files: HashMap<PathBuf, Tracked>,
     /// Problems with the paths themselves (an unreadable folder), each said once.
     said: HashSet<String>,
+    /// Files seen changed (read again, or waited for): activity that lands nothing yet.
+    changes: u64,
 }
 
 /// Follow `paths` until `stop` is set, importing into `database`; the counts at the end.
@@ -195,6 +228,7 @@ pub fn follow(
         latest: BTreeMap::new(),
         files: HashMap::new(),
         said: HashSet::new(),
+        changes: 0,
     };
     let (wake, woken) = mpsc::channel::<()>();
     let mut watcher = if options.events {
@@ -209,19 +243,28 @@ pub fn follow(
             Err(why) => format!("{every} ({why})"),
         },
     });
+    // While nothing changes, scans back off from `interval` to `IDLE_BACKOFF` times it (events
+    // still wake a scan at once): an idle follower of thousands of files costs next to nothing.
+    let mut wait = options.interval;
     while !stop.load(Ordering::SeqCst) {
         if let Ok(watch) = &mut watcher {
             watch.add(paths);
         }
+        let before = follower.activity();
         follower.scan(paths, stop, report)?;
         follower.summary.seconds = started.elapsed().as_secs_f64();
         report(FollowEvent::Scanned {
             summary: &follower.summary,
             latest: &follower.latest,
         });
-        // Sleep until a change is reported or the interval has passed, waking often enough to
+        wait = if follower.activity() == before {
+            (wait * 2).min(options.interval * IDLE_BACKOFF)
+        } else {
+            options.interval
+        };
+        // Sleep until a change is reported or the wait has passed, waking often enough to
         // notice `stop`.
-        let deadline = Instant::now() + options.interval;
+        let deadline = Instant::now() + wait;
         while !stop.load(Ordering::SeqCst) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -234,6 +277,7 @@ pub fn follow(
                 // A burst of writes is one scan: let it settle a moment, then drain the rest.
                 std::thread::sleep(Duration::from_millis(20));
                 while woken.try_recv().is_ok() {}
+                wait = options.interval;
                 break;
             }
         }
@@ -241,6 +285,9 @@ pub fn follow(
     follower.summary.seconds = started.elapsed().as_secs_f64();
     Ok(follower.summary)
 }
+
+/// How many times `interval` an idle follower waits between scans at most.
+const IDLE_BACKOFF: u32 = 8;
 
 /// File-system change events, when the platform and file system give them.
 struct Watch {
@@ -251,7 +298,9 @@ struct Watch {
 impl Watch {
     fn start(wake: mpsc::Sender<()>) -> std::result::Result<Watch, String> {
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
+            // Opening and reading files (this follower's own scans among them) is not a change:
+            // waking on it made an idle follower scan without end.
+            if event.is_ok_and(|event| !event.kind.is_access()) {
                 let _ = wake.send(());
             }
         })
@@ -292,6 +341,20 @@ impl Watch {
 }
 
 impl Follower<'_> {
+    /// Something that grows whenever a scan finds anything to do (a dump taken, refused, a file
+    /// that changed): a scan that leaves it alone found nothing.
+    fn activity(&self) -> (u64, u64, u64, u64, u64, usize) {
+        let s = &self.summary;
+        (
+            s.imported + s.replaced,
+            s.unchanged,
+            s.refused,
+            s.annotations,
+            self.changes,
+            self.files.len(),
+        )
+    }
+
     /// One pass over every input under `paths`.
     fn scan(
         &mut self,
@@ -322,10 +385,15 @@ impl Follower<'_> {
             let Some(path) = input.path.clone() else {
                 continue;
             };
-            let mut tracked = self
-                .files
-                .remove(&path)
-                .unwrap_or_else(|| tracked_for(input, &path));
+            // Taken out while it is worked on (the methods below need the follower too), without
+            // copying the path again: the key goes back with it.
+            let (path, mut tracked) = match self.files.remove_entry(&path) {
+                Some(entry) => entry,
+                None => {
+                    let tracked = tracked_for(input, &path);
+                    (path, tracked)
+                }
+            };
             let outcome = match &mut tracked {
                 Tracked::Document { done, failing } => {
                     self.document(input, &path, done, failing, report)
@@ -337,7 +405,8 @@ impl Follower<'_> {
                     lines,
                     done,
                     failing,
-                } => self.packed_stream(input, &path, lines, done, failing, stop, report),
+                    head,
+                } => self.packed_stream(input, &path, lines, done, failing, head, stop, report),
             };
             self.files.insert(path, tracked);
             outcome?;
@@ -483,19 +552,47 @@ impl Follower<'_> {
             line,
             partial,
             oversized,
+            modified,
+            marks,
         } = position;
         let Some(now) = stamp(path) else {
             return Ok(());
         };
-        if *file_id != Some((now.device, now.inode)) || now.len < *offset {
-            // A new file, or the same name written anew: from the start.
+        // Metadata first (cheap); the bytes are looked at only when the file was modified.
+        let rewritten = *file_id != Some((now.device, now.inode))
+            || now.len < *offset
+            || (now.modified != *modified && *offset > 0 && marks_of(path, *offset) != *marks);
+        if rewritten {
+            // A new file, or the same name written anew: from the start (dumps already imported
+            // are recognised and skipped).
             *file_id = Some((now.device, now.inode));
             (*offset, *line, *oversized) = (0, 0, false);
             partial.clear();
         }
+        *modified = now.modified;
         if now.len == *offset {
             return Ok(());
         }
+        self.changes += 1;
+        let result =
+            self.read_stream_lines(input, path, offset, line, partial, oversized, stop, report);
+        *marks = marks_of(path, *offset);
+        result
+    }
+
+    /// Read a plain stream on from `offset`: each complete line is a record.
+    #[allow(clippy::too_many_arguments)]
+    fn read_stream_lines(
+        &mut self,
+        input: &Input,
+        path: &Path,
+        offset: &mut u64,
+        line: &mut u64,
+        partial: &mut Vec<u8>,
+        oversized: &mut bool,
+        stop: &AtomicBool,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
         let mut file = match File::open(path)
             .and_then(|mut file| file.seek(SeekFrom::Start(*offset)).map(|_| file))
         {
@@ -560,6 +657,7 @@ impl Follower<'_> {
         lines: &mut u64,
         done: &mut Option<Stamp>,
         failing: &mut Option<(Stamp, Instant)>,
+        head: &mut Option<(u64, u64)>,
         stop: &AtomicBool,
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
@@ -569,6 +667,19 @@ impl Follower<'_> {
         let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else {
             return Ok(());
         };
+        self.changes += 1;
+        // Written anew in place rather than grown by a member: its lines from the start again.
+        // The version read last (failing, when it stopped short after the one done with).
+        let previous = failing.map(|(stamp, _)| stamp).or(*done);
+        let grown = previous.is_none_or(|previous| {
+            (previous.device, previous.inode) == (now.device, now.inode) && previous.len <= now.len
+        });
+        let same_start = head.is_some_and(|(length, hash)| hash_of(path, 0, length) == Some(hash));
+        if !grown || !same_start {
+            *lines = 0;
+        }
+        let length = now.len.min(MARK_BYTES);
+        *head = hash_of(path, 0, length).map(|hash| (length, hash));
         let Ok((mut reader, _)) = read::open_decompressed(path, self.options.ingest.limits) else {
             return Ok(());
         };

@@ -144,17 +144,31 @@ fn parse(source: String, text: Vec<u8>, options: Options, panic_on: Option<&str>
     outcome.unwrap_or_else(|payload| crashed(&source, panic_message(payload)))
 }
 
-/// How many records may be in flight (read, parsed, or waiting for the writer) at once.
+/// How many records may be in flight (read, parsed, or waiting for the writer) at once, and how
+/// many of their bytes: a record is read only while at most [`WINDOW_BYTES`] are in flight, so
+/// large dumps go through one at a time (a dump costs about three times its text while it is
+/// read, parsed and written, with the node's open spans beside it: two large ones at once would
+/// pass four times the largest) while small ones overlap reading, parsing and writing.
 struct Window {
-    state: Mutex<(usize, bool)>,
+    state: Mutex<WindowState>,
     changed: Condvar,
     size: usize,
 }
 
+#[derive(Default)]
+struct WindowState {
+    records: usize,
+    bytes: u64,
+    closed: bool,
+}
+
+/// Bytes of records in flight past which no other record is read until some leave.
+const WINDOW_BYTES: u64 = 48 << 20;
+
 impl Window {
     fn new(size: usize) -> Arc<Window> {
         Arc::new(Window {
-            state: Mutex::new((0, false)),
+            state: Mutex::new(WindowState::default()),
             changed: Condvar::new(),
             size,
         })
@@ -165,20 +179,28 @@ impl Window {
         let Ok(mut state) = self.state.lock() else {
             return false;
         };
-        while state.0 >= self.size && !state.1 {
+        while (state.records >= self.size || state.bytes > WINDOW_BYTES) && !state.closed {
             state = match self.changed.wait(state) {
                 Ok(state) => state,
                 Err(_) => return false,
             };
         }
-        state.0 += 1;
-        !state.1
+        state.records += 1;
+        !state.closed
     }
 
-    /// The writer is done with one record.
-    fn leave(&self) {
+    /// A record of `bytes` was read into the room taken for it.
+    fn weigh(&self, bytes: u64) {
         if let Ok(mut state) = self.state.lock() {
-            state.0 = state.0.saturating_sub(1);
+            state.bytes += bytes;
+        }
+    }
+
+    /// The writer is done with one record of `bytes`.
+    fn leave(&self, bytes: u64) {
+        if let Ok(mut state) = self.state.lock() {
+            state.records = state.records.saturating_sub(1);
+            state.bytes = state.bytes.saturating_sub(bytes);
             self.changed.notify_all();
         }
     }
@@ -186,7 +208,7 @@ impl Window {
     /// The writer stops taking records.
     fn close(&self) {
         if let Ok(mut state) = self.state.lock() {
-            state.1 = true;
+            state.closed = true;
             self.changed.notify_all();
         }
     }
@@ -194,7 +216,7 @@ impl Window {
 
 /// The running pipeline: results in input order, and the threads to join.
 struct Pipeline {
-    results: Receiver<(u64, Item)>,
+    results: Receiver<(u64, Item, u64)>,
     window: Arc<Window>,
     threads: Vec<JoinHandle<()>>,
     inputs: u64,
@@ -213,7 +235,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     // Records read, being parsed, or parsed and waiting: bounded, so memory is too.
     let window = Window::new(workers + 1);
     let (job_sender, job_receiver) = sync_channel::<(u64, Job)>(1);
-    let (result_sender, results) = sync_channel::<(u64, Item)>(workers + 1);
+    let (result_sender, results) = sync_channel::<(u64, Item, u64)>(workers + 1);
     let parse_options = Options {
         strict: options.strict,
     };
@@ -251,10 +273,13 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 for record in records {
                     let job = match record {
                         Err(error) => Job::Ready(Item::Refused(error)),
-                        Ok(record) => Job::Parse {
-                            source: record.source,
-                            text: record.text,
-                        },
+                        Ok(record) => {
+                            reading.weigh(record.text.len() as u64);
+                            Job::Parse {
+                                source: record.source,
+                                text: record.text,
+                            }
+                        }
                     };
                     if !send(job) || !room() {
                         return false;
@@ -285,13 +310,17 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 Err(_) => return,
             };
             let Ok((index, job)) = next else { return };
-            let item = match job {
-                Job::Ready(item) => item,
+            let (item, weight) = match job {
+                Job::Ready(item) => (item, 0),
                 Job::Parse { source, text } => {
-                    parse(source, text, parse_options, panic_on.as_deref())
+                    let weight = text.len() as u64;
+                    (
+                        parse(source, text, parse_options, panic_on.as_deref()),
+                        weight,
+                    )
                 }
             };
-            if results.send((index, item)).is_err() {
+            if results.send((index, item, weight)).is_err() {
                 return;
             }
         }));
@@ -318,11 +347,12 @@ impl Pipeline {
         stop: Option<&AtomicBool>,
         handle: &mut dyn FnMut(Item) -> Result<()>,
     ) -> Result<()> {
-        let mut waiting: BTreeMap<u64, Item> = BTreeMap::new();
+        let mut waiting: BTreeMap<u64, (Item, u64)> = BTreeMap::new();
         let mut next = 0u64;
         let mut outcome = Ok(());
         loop {
-            let (index, item) = match self.results.recv_timeout(Duration::from_millis(100)) {
+            let (index, item, weight) = match self.results.recv_timeout(Duration::from_millis(100))
+            {
                 Ok(received) => received,
                 Err(RecvTimeoutError::Timeout) => {
                     if stop.is_some_and(|stop| stop.load(Ordering::SeqCst)) {
@@ -333,11 +363,11 @@ impl Pipeline {
                 }
                 Err(RecvTimeoutError::Disconnected) => break,
             };
-            waiting.insert(index, item);
-            while let Some(item) = waiting.remove(&next) {
+            waiting.insert(index, (item, weight));
+            while let Some((item, weight)) = waiting.remove(&next) {
                 next += 1;
                 let result = handle(item);
-                self.window.leave();
+                self.window.leave(weight);
                 if let Err(error) = result {
                     outcome = Err(error);
                     break;

@@ -109,4 +109,3 @@ pub fn report(name: &str, value: &str, target: &str, met: Option<bool>) {
     };
     println!("  {name:<48} {value:>18}   target {target:<12} {mark}");
 }
-

@@ -256,9 +256,9 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.offset)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.blocked_bytes)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.opens)),
-                blockers.as_ref().map_or(Cell::Null, |blockers| {
-                    Cell::json(blockers)
-                }),
+                blockers
+                    .as_ref()
+                    .map_or(Cell::Null, |blockers| Cell::json(blockers)),
                 Cell::text(link.clone()),
             ]
         })

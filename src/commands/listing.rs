@@ -93,7 +93,9 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
     };
     // The rows are held once: by the report for programs, by the sections for people.
     let (given, kept) = match printer.format() {
-        memstate::query::Format::Table => (Table::new(combined.columns.clone(), Vec::new()), combined),
+        memstate::query::Format::Table => {
+            (Table::new(combined.columns.clone(), Vec::new()), combined)
+        }
         _ => (combined, Table::new(Vec::new(), Vec::new())),
     };
     let combined = &kept;

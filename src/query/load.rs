@@ -32,7 +32,11 @@ fn state(text: &str) -> rusqlite::Result<State> {
 pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Layout> {
     layouts(conn, snapshot_id, &[memory_id])?
         .pop()
-        .ok_or_else(|| Error::Usage(format!("memory {memory_id} is not in snapshot {snapshot_id}")))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "memory {memory_id} is not in snapshot {snapshot_id}"
+            ))
+        })
 }
 
 /// Several memories at one snapshot, in the order given: three queries whatever their number

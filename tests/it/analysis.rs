@@ -482,17 +482,30 @@ fn many_memories_load_in_a_few_statements() {
     // The same as each memory's own rows in the views, in the order of the pairs.
     assert_eq!(stats.rows.len(), 300);
     for (index, (layout, &(snapshot_id, memory_id))) in layouts.iter().zip(&pairs).enumerate() {
-        assert_eq!((layout.snapshot_id, layout.memory_id), (snapshot_id, memory_id));
+        assert_eq!(
+            (layout.snapshot_id, layout.memory_id),
+            (snapshot_id, memory_id)
+        );
         let count = |sql: &str| -> i64 {
-            conn.query_row(sql, [snapshot_id, memory_id], |row| row.get(0)).unwrap()
+            conn.query_row(sql, [snapshot_id, memory_id], |row| row.get(0))
+                .unwrap()
         };
-        assert_eq!(layout.allocations.len() as i64, count("SELECT count(*) FROM allocations WHERE snapshot_id = ?1 AND memory_id = ?2"));
-        assert_eq!(layout.holes.len() as i64, count("SELECT count(*) FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2"));
+        assert_eq!(
+            layout.allocations.len() as i64,
+            count("SELECT count(*) FROM allocations WHERE snapshot_id = ?1 AND memory_id = ?2")
+        );
+        assert_eq!(
+            layout.holes.len() as i64,
+            count("SELECT count(*) FROM holes WHERE snapshot_id = ?1 AND memory_id = ?2")
+        );
         let offsets: Vec<u64> = layout.allocations.iter().map(|a| a.offset).collect();
         // By hand: allocation a of memory m lies at a * 2048 + m, in offset order.
         let m = index as u64;
         assert_eq!(offsets, vec![m, 2048 + m, 4096 + m, 6144 + m]);
         let handle = stats.column("handle").unwrap();
-        assert_eq!(stats.rows[index][handle], memstate::query::Cell::text(layout.handle.clone()));
+        assert_eq!(
+            stats.rows[index][handle],
+            memstate::query::Cell::text(layout.handle.clone())
+        );
     }
 }
