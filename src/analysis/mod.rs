@@ -653,4 +653,24 @@ pub struct History {
     /// Each snapshot of the node: (snapshot id, time in seconds, whether it was an OOM dump).
     pub snapshots: Vec<(i64, f64, bool)>,
     pub spans: Vec<HistorySpan>,
+    /// When the memory has more spans than a page holds: `spans` are those crossing one address
+    /// range, and the whole history is summarized on a grid.
+    pub summary: Option<HistorySummary>,
+}
+
+/// A history too large to draw span by span, summarized: the address range whose spans are kept
+/// whole, and a grid of (time bin, address bin) cells, each with the state holding most of its
+/// bytes and how full it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistorySummary {
+    /// Every span of the memory, kept or not.
+    pub total_spans: u64,
+    /// `[start, end)`: the addresses whose spans are in `History::spans`.
+    pub detail: (u64, u64),
+    /// The time bins' edges in seconds (one more than there are bins).
+    pub time_edges: Vec<f64>,
+    /// How many address bins split the capacity.
+    pub address_bins: usize,
+    /// (time bin, address bin, state code, share of the cell allocated in percent 1-100).
+    pub cells: Vec<(u16, u16, u8, u8)>,
 }

@@ -230,13 +230,11 @@ pub(super) fn failure_page(
         .first()
         .map(|story| (story.finding.handle.clone(), story.finding.snapshot_id));
     let histories = if history {
-        histories(
-            conn,
-            stories
-                .iter()
-                .map(|story| story.finding.memory_id)
-                .collect(),
-        )?
+        let memory_ids = stories
+            .iter()
+            .map(|story| story.finding.memory_id)
+            .collect();
+        histories(conn, memory_ids, &frames, &marked)?
     } else {
         Vec::new()
     };
@@ -248,13 +246,30 @@ pub(super) fn failure_page(
     })
 }
 
-/// The history of each memory, each once.
-fn histories(conn: &Connection, mut memory_ids: Vec<i64>) -> Result<Vec<History>> {
+/// The history of each memory, each once; a history too long to draw span by span keeps its
+/// spans whole around the request marked on that memory (see [`load::history`]).
+fn histories(
+    conn: &Connection,
+    mut memory_ids: Vec<i64>,
+    frames: &[html::Frame],
+    marked: &[html::Marked],
+) -> Result<Vec<History>> {
     memory_ids.sort_unstable();
     memory_ids.dedup();
+    let window_of = |memory_id: i64| {
+        let handle = frames
+            .iter()
+            .flat_map(|frame| frame.layouts.iter())
+            .find(|layout| layout.memory_id == memory_id)
+            .map(|layout| layout.handle.as_str())?;
+        marked
+            .iter()
+            .filter(|marked| marked.handle == handle)
+            .find_map(|marked| marked.window)
+    };
     memory_ids
         .into_iter()
-        .map(|memory_id| load::history(conn, memory_id))
+        .map(|memory_id| load::history(conn, memory_id, window_of(memory_id)))
         .collect()
 }
 
@@ -293,6 +308,13 @@ pub(super) fn write_page(path: &Path, target: &Path, title: &str, parts: &PagePa
         .iter()
         .map(|history| history.spans.len())
         .sum();
+    // Spans in all, when a long history is summarized (only some are drawn whole).
+    let summarized: u64 = parts
+        .histories
+        .iter()
+        .filter_map(|history| history.summary.as_ref())
+        .map(|summary| summary.total_spans)
+        .sum();
     let link = format!(
         "{}{}",
         file_url(path),
@@ -319,7 +341,9 @@ pub(super) fn write_page(path: &Path, target: &Path, title: &str, parts: &PagePa
         vec![row],
     );
     let report = Report::told(table, |out, _| {
-        let history = if spans > 0 {
+        let history = if summarized > 0 {
+            format!(", history of {summarized} allocation spans summarized, {spans} of them drawn whole")
+        } else if spans > 0 {
             format!(", history of {spans} allocation spans")
         } else {
             String::new()
@@ -476,7 +500,7 @@ fn snapshot_page(
                     .flat_map(|frame| frame.layouts.iter().map(|layout| layout.memory_id)),
             );
         }
-        histories(conn, memory_ids)?
+        histories(conn, memory_ids, &frames, &marked)?
     } else {
         Vec::new()
     };

@@ -87,17 +87,194 @@ fn short_uid(uid: &str) -> String {
     }
 }
 
-fn frame_json(frame: &Frame, strings: &mut Strings) -> Value {
+/// The most allocations a page draws one by one, over all its snapshots and memories: about 40
+/// bytes each in the page, so a page stays under 20 MiB however large the memories are.
+pub const PAGE_DETAIL_ALLOCATIONS: usize = 150_000;
+
+/// The most memories a page holds in all its snapshots (each costs about 700 bytes of the page
+/// before its allocations); past it, the page keeps those with a marked request, the one it opens
+/// on and the most fragmented, and says how many it left out.
+pub const PAGE_MEMORIES: usize = 10_000;
+
+/// The memories (by key) a page keeps when its frames hold more than [`PAGE_MEMORIES`].
+fn kept_memories(page: &Page) -> Option<std::collections::HashSet<String>> {
+    let total: usize = page.frames.iter().map(|frame| frame.layouts.len()).sum();
+    if total <= PAGE_MEMORIES {
+        return None;
+    }
+    let per_frame = (PAGE_MEMORIES / page.frames.len().max(1)).max(1);
+    let mut wanted: Vec<(bool, f64, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for frame in page.frames {
+        for layout in &frame.layouts {
+            let key = memory_key(&layout.run, layout.node, &layout.handle);
+            if !seen.insert(key.clone()) {
+                continue;
+            }
+            let chosen = page
+                .marked
+                .iter()
+                .any(|marked| marked.handle == layout.handle)
+                || page
+                    .focus
+                    .as_ref()
+                    .is_some_and(|(handle, _)| handle == &layout.handle);
+            wanted.push((chosen, layout.fragmentation(), key));
+        }
+    }
+    wanted.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then(a.2.cmp(&b.2)));
+    Some(
+        wanted
+            .into_iter()
+            .take(per_frame)
+            .map(|(_, _, key)| key)
+            .collect(),
+    )
+}
+
+/// A memory with at most this many allocations is always drawn whole.
+const ALWAYS_WHOLE: usize = 64;
+
+/// Address bins of a summarized memory, and the holes it keeps (its largest) outside the range
+/// drawn whole.
+const MAP_BINS: usize = 1024;
+const SUMMARY_HOLES: usize = 100;
+
+/// How many allocations of each layout (frame by frame) the page draws one by one: all of them
+/// while the page's budget allows; else every layout gets the same share, small ones all theirs.
+fn detail_caps(frames: &[Frame]) -> Vec<Vec<usize>> {
+    let counts: Vec<usize> = frames
+        .iter()
+        .flat_map(|frame| frame.layouts.iter().map(|layout| layout.allocations.len()))
+        .collect();
+    let total: usize = counts.iter().sum();
+    let cap = if total <= PAGE_DETAIL_ALLOCATIONS {
+        usize::MAX
+    } else {
+        // Water filling: the share that spends the budget when small layouts keep all of theirs.
+        let mut sorted = counts.clone();
+        sorted.sort_unstable();
+        let mut left = PAGE_DETAIL_ALLOCATIONS;
+        let mut share = ALWAYS_WHOLE;
+        for (index, &count) in sorted.iter().enumerate() {
+            let rest = sorted.len() - index;
+            let fair = left / rest;
+            if count > fair {
+                share = fair.max(ALWAYS_WHOLE);
+                break;
+            }
+            left -= count;
+        }
+        share
+    };
+    frames
+        .iter()
+        .map(|frame| {
+            frame
+                .layouts
+                .iter()
+                .map(|layout| layout.allocations.len().min(cap.max(ALWAYS_WHOLE)))
+                .collect()
+        })
+        .collect()
+}
+
+/// A memory with more allocations than it may draw: the allocations kept whole (a stretch of
+/// `cap` of them around `focus`), and the rest summarized in address bins (the state holding
+/// most bytes, how full, how many allocations).
+fn summarize_layout<'l>(
+    layout: &'l Layout,
+    ordered: &[&'l crate::analysis::AllocationInfo],
+    cap: usize,
+    focus: u64,
+) -> (std::ops::Range<usize>, Value) {
+    let at = ordered.partition_point(|allocation| allocation.offset < focus);
+    let first = at
+        .saturating_sub(cap / 2)
+        .min(ordered.len().saturating_sub(cap));
+    let kept = first..(first + cap).min(ordered.len());
+    let low = ordered
+        .get(kept.start)
+        .map_or(0, |allocation| allocation.offset);
+    let high = ordered[kept.clone()]
+        .iter()
+        .map(|allocation| allocation.offset.saturating_add(allocation.size))
+        .max()
+        .unwrap_or(low);
+    let capacity = layout.capacity.max(1);
+    let bin_bytes = (capacity as f64 / MAP_BINS as f64).max(1.0);
+    let mut bins = vec![([0f64; 4], 0u32); MAP_BINS];
+    for (index, allocation) in ordered.iter().enumerate() {
+        if kept.contains(&index) {
+            continue;
+        }
+        let end = allocation.offset.saturating_add(allocation.size);
+        let first_bin = ((allocation.offset as f64 / bin_bytes) as usize).min(MAP_BINS - 1);
+        let last_bin = ((end.saturating_sub(1) as f64 / bin_bytes) as usize).min(MAP_BINS - 1);
+        bins[first_bin].1 += 1;
+        for (bin, held) in bins
+            .iter_mut()
+            .enumerate()
+            .take(last_bin + 1)
+            .skip(first_bin)
+        {
+            let from = (bin as f64 * bin_bytes).max(allocation.offset as f64);
+            let to = ((bin + 1) as f64 * bin_bytes).min(end as f64);
+            held.0[allocation.state.code() as usize] += (to - from).max(0.0);
+        }
+    }
+    let mut flat = Vec::new();
+    for (bin, (bytes, count)) in bins.iter().enumerate() {
+        let used: f64 = bytes.iter().sum();
+        if used <= 0.0 {
+            continue;
+        }
+        let state = (0..4).fold(0, |best, state| {
+            if bytes[state] > bytes[best] {
+                state
+            } else {
+                best
+            }
+        });
+        let share = ((used / bin_bytes) * 100.0).ceil().clamp(1.0, 100.0);
+        flat.extend([bin as f64, state as f64, share, f64::from(*count)]);
+    }
+    let summary = json!({
+        "total": ordered.len(),
+        "detail": [low, high],
+        "bins": MAP_BINS,
+        "c": flat,
+    });
+    (kept, summary)
+}
+
+fn frame_json(frame: &Frame, caps: &[usize], marked: &[Marked], strings: &mut Strings) -> Value {
     let memories: Vec<Value> = frame
         .layouts
         .iter()
-        .map(|layout| {
-            let mut flat = Vec::with_capacity(layout.allocations.len() * 8);
+        .zip(caps)
+        .map(|(layout, &cap)| {
             // By offset, and a pending_alloc after the pending_free it shares a start with, so the
             // page draws it on top.
             let mut ordered: Vec<_> = layout.allocations.iter().collect();
             ordered.sort_by_key(|allocation| (allocation.offset, allocation.state == State::PendingAlloc));
-            for allocation in ordered {
+            // Too many to draw one by one: a stretch around the request marked on it (else its
+            // largest hole) kept whole, the rest summarized.
+            let (kept, summary) = if cap < ordered.len() {
+                let focus = marked
+                    .iter()
+                    .filter(|marked| marked.snapshot_id == frame.snapshot_id && marked.handle == layout.handle)
+                    .find_map(|marked| marked.window)
+                    .map(|(start, end)| start + (end - start) / 2)
+                    .or_else(|| layout.holes.iter().max_by_key(|hole| hole.size).map(|hole| hole.offset))
+                    .unwrap_or(0);
+                let (kept, summary) = summarize_layout(layout, &ordered, cap, focus);
+                (kept, Some(summary))
+            } else {
+                (0..ordered.len(), None)
+            };
+            let mut flat = Vec::with_capacity(kept.len() * 8);
+            for allocation in &ordered[kept] {
                 let objects = (!allocation.objects.is_empty()).then(|| allocation.objects.join(", "));
                 flat.push(json!(allocation.offset));
                 flat.push(json!(allocation.size));
@@ -108,7 +285,21 @@ fn frame_json(frame: &Frame, strings: &mut Strings) -> Value {
                 flat.push(json!(short_uid(&allocation.uid)));
                 flat.push(strings.id(objects.as_deref()));
             }
-            let holes: Vec<u64> = layout.holes.iter().flat_map(|hole| [hole.offset, hole.size]).collect();
+            // A summarized memory keeps the holes in the range drawn whole and its largest.
+            let holes: Vec<u64> = match &summary {
+                None => layout.holes.iter().flat_map(|hole| [hole.offset, hole.size]).collect(),
+                Some(summary) => {
+                    let (low, high) = (summary["detail"][0].as_u64().unwrap_or(0), summary["detail"][1].as_u64().unwrap_or(0));
+                    let mut largest: Vec<_> = layout.holes.iter().collect();
+                    largest.sort_by(|a, b| b.size.cmp(&a.size).then(a.offset.cmp(&b.offset)));
+                    let mut kept: Vec<_> = largest.iter().take(SUMMARY_HOLES).copied()
+                        .chain(layout.holes.iter().filter(|hole| hole.offset < high && hole.offset.saturating_add(hole.size) > low))
+                        .collect();
+                    kept.sort_by_key(|hole| hole.offset);
+                    kept.dedup_by_key(|hole| hole.offset);
+                    kept.iter().flat_map(|hole| [hole.offset, hole.size]).collect()
+                }
+            };
             let unaccounted: Vec<u64> = layout.unaccounted().iter().flat_map(|range| [range.offset, range.size]).collect();
             json!({
                 "key": memory_key(&layout.run, layout.node, &layout.handle),
@@ -121,8 +312,10 @@ fn frame_json(frame: &Frame, strings: &mut Strings) -> Value {
                 "fragmentation": layout.fragmentation(),
                 "reclaimable": layout.largest_reclaimable,
                 "h": holes,
+                "hc": layout.holes.len(),
                 "u": unaccounted,
                 "a": flat,
+                "g": summary,
             })
         })
         .collect();
@@ -150,12 +343,30 @@ fn history_json(history: &History, strings: &mut Strings) -> Value {
         .iter()
         .map(|(id, time, oom)| json!([id, time, oom]))
         .collect();
+    // A summarized history: the grid, and where its spans are whole.
+    let grid = history.summary.as_ref().map(|summary| {
+        let cells: Vec<u16> = summary
+            .cells
+            .iter()
+            .flat_map(|&(time, address, state, share)| {
+                [time, address, u16::from(state), u16::from(share)]
+            })
+            .collect();
+        json!({
+            "total": summary.total_spans,
+            "detail": [summary.detail.0, summary.detail.1],
+            "times": summary.time_edges,
+            "bins": summary.address_bins,
+            "c": cells,
+        })
+    });
     json!({
         "key": memory_key(&history.run, history.node, &history.handle),
         "label": format!("node {} · {} · {}", history.node, history.handle, history.kind),
         "capacity": history.capacity,
         "snapshots": snapshots,
         "s": flat,
+        "g": grid,
     })
 }
 
@@ -165,10 +376,50 @@ pub fn render(page: &Page) -> String {
         table: Vec::new(),
         index: HashMap::new(),
     };
+    // Too many memories for one page: the frames keep the ones that matter.
+    let kept = kept_memories(page);
+    let trimmed: Vec<Frame>;
+    let mut omitted = 0usize;
+    let page = match &kept {
+        None => page,
+        Some(kept) => {
+            trimmed = page
+                .frames
+                .iter()
+                .map(|frame| Frame {
+                    snapshot_id: frame.snapshot_id,
+                    label: frame.label.clone(),
+                    layouts: frame
+                        .layouts
+                        .iter()
+                        .filter(|layout| {
+                            let keep = kept.contains(&memory_key(
+                                &layout.run,
+                                layout.node,
+                                &layout.handle,
+                            ));
+                            omitted += usize::from(!keep);
+                            keep
+                        })
+                        .cloned()
+                        .collect(),
+                })
+                .collect();
+            &Page {
+                title: page.title,
+                frames: &trimmed,
+                marked: page.marked,
+                histories: page.histories,
+                focus: page.focus.clone(),
+            }
+        }
+    };
+    let caps = detail_caps(page.frames);
     let snapshots: Vec<Value> = page
         .frames
         .iter()
-        .map(|frame| frame_json(frame, &mut strings))
+        .zip(&caps)
+        .map(|(frame, caps)| frame_json(frame, caps, page.marked, &mut strings))
         .collect();
     let histories: Vec<Value> = page
         .histories
@@ -194,7 +445,7 @@ pub fn render(page: &Page) -> String {
         .focus
         .as_ref()
         .map(|(handle, snapshot)| json!({"handle": handle, "snapshot": snapshot}));
-    let data = json!({"title": page.title, "strings": strings.table, "snapshots": snapshots, "marked": marked, "histories": histories, "focus": focus});
+    let data = json!({"title": page.title, "strings": strings.table, "snapshots": snapshots, "marked": marked, "histories": histories, "focus": focus, "omitted": omitted});
     // Inside a <script> element "</script" would close it and "<!--" would change how the rest is
     // parsed: no "<" of the data reaches the page as such (JSON reads \u003c as the same "<").
     let embedded = data.to_string().replace('<', "\\u003c");
