@@ -111,6 +111,40 @@ impl<K, A, E> Batch<'_, K, A, E> {
     }
 }
 
+/// A list handed out from its front while giving its memory back as it goes: the spans of the
+/// previous snapshot are consumed while the open spans of this one are built, and holding both
+/// whole would double the importer's largest structure (a node's live allocations).
+struct Draining<T> {
+    /// The list in reverse order: its front is popped from the end.
+    reversed: Vec<T>,
+    taken: usize,
+}
+
+impl<T> Draining<T> {
+    fn new(mut list: Vec<T>) -> Self {
+        list.reverse();
+        Draining {
+            reversed: list,
+            taken: 0,
+        }
+    }
+}
+
+impl<T> Iterator for Draining<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        let item = self.reversed.pop()?;
+        self.taken += 1;
+        // Every 64Ki entries, give the spare end of the buffer back (for a large buffer the
+        // allocator shrinks it in place, without copying).
+        if self.taken % 65536 == 0 {
+            self.reversed.shrink_to_fit();
+        }
+        Some(item)
+    }
+}
+
 /// The next entry of a sorted list when it has `key`.
 fn take_if<K: Ord, V, I: Iterator<Item = (K, V)>>(list: &mut Peekable<I>, key: &K) -> Option<V> {
     match list.peek() {
@@ -149,7 +183,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
     };
     let room = around_prev.len().max(things.size_hint().0);
     let mut open = next.is_none().then(|| Vec::with_capacity(room));
-    let mut before = around_prev.into_iter().peekable();
+    let mut before = Draining::new(around_prev).peekable();
     let mut after = around_next
         .iter()
         .map(|(key, span)| (*key, span))
