@@ -19,7 +19,9 @@ use rusqlite::{
 };
 
 use super::legacy;
-use super::spans::{self, AllocationAttrs, AllocationSpans, HoleSpans, SpanList, SpanTable};
+use super::spans::{
+    self, AllocationAttrs, AllocationSpans, HoleSpans, OpenList, Span, SpanList, SpanTable,
+};
 use crate::dump::{Allocation, Annotations, Memory, MemoryFigures, Object, Prepared, Sym};
 use crate::error::{Error, Result};
 
@@ -37,8 +39,28 @@ pub enum Outcome {
 /// The open spans of a node's latest snapshot, as committed.
 struct NodeSpans {
     latest: i64,
-    allocations: SpanList<(i64, i64), AllocationAttrs>,
-    holes: SpanList<(i64, i64), i64>,
+    allocations: OpenList<(i64, i64), AllocationAttrs>,
+    holes: OpenList<(i64, i64), i64>,
+}
+
+/// A list of spans handed to the planner, its memory given back as it is read.
+type Around<A> = Box<dyn Iterator<Item = ((i64, i64), Span<A>)>>;
+
+fn around<A: 'static>(list: SpanList<(i64, i64), A>) -> Around<A> {
+    Box::new(spans::Draining::new(list))
+}
+
+fn around_open<A: 'static>(list: OpenList<(i64, i64), A>) -> Around<A> {
+    Box::new(spans::Draining::new(list).map(|(key, first, attrs)| {
+        (
+            key,
+            Span {
+                first,
+                last: None,
+                attrs,
+            },
+        )
+    }))
 }
 
 /// Writes dumps into an open database, keeping a cache of interned string ids between dumps.
@@ -533,16 +555,16 @@ impl Writer<'_, '_> {
             cache.filter(|spans| appended && Some(spans.latest) == prev),
             prev,
         ) {
-            (Some(spans), _) => (spans.allocations, spans.holes),
+            (Some(spans), _) => (around_open(spans.allocations), around_open(spans.holes)),
             (None, Some(_)) if appended => (
-                AllocationSpans::open(tx, &memory_ids)?,
-                HoleSpans::open(tx, &memory_ids)?,
+                around(AllocationSpans::open(tx, &memory_ids)?),
+                around(HoleSpans::open(tx, &memory_ids)?),
             ),
             (None, Some(prev)) => (
-                AllocationSpans::containing(tx, &memory_ids, prev)?,
-                HoleSpans::containing(tx, &memory_ids, prev)?,
+                around(AllocationSpans::containing(tx, &memory_ids, prev)?),
+                around(HoleSpans::containing(tx, &memory_ids, prev)?),
             ),
-            (None, None) => (Vec::new(), Vec::new()),
+            (None, None) => (around(Vec::new()), around(Vec::new())),
         };
         let (next_allocations, next_holes) = match next {
             Some(next) => (
