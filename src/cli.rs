@@ -201,6 +201,7 @@ pub struct ImportArgs {
     pub follow: bool,
 
     /// With --follow: scan at least this often (500ms, 2s); file-system events wake it sooner.
+    /// While nothing changes, scans back off to 8 times this.
     #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = parse_duration, requires = "follow")]
     pub interval: std::time::Duration,
 
