@@ -57,9 +57,11 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
     oom_xs.dedup();
     let ooms = oom_xs.len();
     super::write_output(&target, &args.out, svg.as_bytes())?;
-    let columns = ["file", "lines", "oom_marks"];
+    let drawn = series.len().min(plot::MAX_LINES);
+    let columns = ["file", "lines", "memories", "oom_marks"];
     let row = vec![
         Cell::text(args.out.display().to_string()),
+        Cell::count(drawn as u64),
         Cell::count(series.len() as u64),
         Cell::count(ooms as u64),
     ];
@@ -68,11 +70,18 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
         vec![row],
     );
     let report = Report::told(table, |out, _| {
+        let lines = if drawn < series.len() {
+            format!(
+                "{drawn} lines for {} memories: the failed ones and those reaching highest; --memory chooses",
+                series.len()
+            )
+        } else {
+            format!("{drawn} lines")
+        };
         writeln!(
             out,
-            "wrote {} ({} lines, {} oom marks)",
+            "wrote {} ({lines}, {} oom marks)",
             visible(&args.out.display().to_string()),
-            series.len(),
             ooms
         )
     });

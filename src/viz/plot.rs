@@ -95,6 +95,92 @@ fn compares_with_request(metric: Metric) -> bool {
 
 /// The chart as SVG text. The memories a request failed in are drawn thick and named at their
 /// OOM mark; for a figure a request compares with, each failed request's size is a dashed line.
+/// The most lines a chart draws (its legend holds them): the failed memories, then those
+/// reaching highest.
+pub const MAX_LINES: usize = 12;
+
+/// The most points a line keeps: past it, each of `MAX_POINTS / 4` stretches of the x axis keeps
+/// its first, lowest, highest and last point, so the line looks the same at the chart's width.
+const MAX_POINTS: usize = 2400;
+
+/// The lines a chart draws, each with at most [`MAX_POINTS`] points, and how many it leaves out:
+/// a chart stays a few hundred KiB however many memories and snapshots a run has.
+fn level_of_detail(series: &[Series], is_failed: &dyn Fn(&Series) -> bool) -> (Vec<Series>, usize) {
+    let peak = |line: &Series| {
+        line.points
+            .iter()
+            .map(|point| point.1)
+            .fold(f64::MIN, f64::max)
+    };
+    let mut order: Vec<usize> = (0..series.len()).collect();
+    if series.len() > MAX_LINES {
+        order.sort_by(|&a, &b| {
+            is_failed(&series[b])
+                .cmp(&is_failed(&series[a]))
+                .then(peak(&series[b]).total_cmp(&peak(&series[a])))
+                .then(a.cmp(&b))
+        });
+        order.truncate(MAX_LINES);
+        order.sort_unstable();
+    }
+    let kept = order
+        .iter()
+        .map(|&index| {
+            let line = &series[index];
+            let points = if line.points.len() <= MAX_POINTS {
+                line.points.clone()
+            } else {
+                thin(&line.points, MAX_POINTS / 4)
+            };
+            Series {
+                node: line.node,
+                handle: line.handle.clone(),
+                kind: line.kind.clone(),
+                points,
+            }
+        })
+        .collect();
+    (kept, series.len() - order.len())
+}
+
+/// Points in x order cut into `buckets` stretches of x, each keeping its first, lowest, highest
+/// and last point (in x order).
+fn thin(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
+    let (x0, x1) = match (points.first(), points.last()) {
+        (Some(first), Some(last)) if last.0 > first.0 => (first.0, last.0),
+        _ => return points.to_vec(),
+    };
+    let bucket_of =
+        |x: f64| (((x - x0) / (x1 - x0)) * buckets as f64).min(buckets as f64 - 1.0) as usize;
+    let mut out = Vec::with_capacity(buckets * 4);
+    let mut start = 0;
+    while start < points.len() {
+        let bucket = bucket_of(points[start].0);
+        let end = start
+            + points[start..]
+                .iter()
+                .take_while(|point| bucket_of(point.0) == bucket)
+                .count();
+        let stretch = &points[start..end];
+        let lowest = stretch
+            .iter()
+            .enumerate()
+            .min_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+            .map_or(0, |(index, _)| index);
+        let highest = stretch
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1))
+            .map_or(0, |(index, _)| index);
+        let mut picks = vec![0, lowest, highest, stretch.len() - 1];
+        picks.sort_unstable();
+        picks.dedup();
+        out.extend(picks.into_iter().map(|index| stretch[index]));
+        start = end.max(start + 1);
+    }
+    out
+}
+
 pub fn render_svg(
     run: &str,
     series: &[Series],
@@ -119,6 +205,8 @@ pub fn render_svg(
     } else {
         Vec::new()
     };
+    let (kept, left_out) = level_of_detail(series, &is_failed);
+    let series = kept.as_slice();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (1200, 700)).into_drawing_area();
@@ -155,7 +243,14 @@ pub fn render_svg(
         };
         let mut chart = ChartBuilder::on(&root)
             .caption(
-                format!("{} — run {run}", metric.title()),
+                match left_out {
+                    0 => format!("{} — run {run}", metric.title()),
+                    more => format!(
+                        "{} — run {run} ({} lines; {more} more memories not drawn)",
+                        metric.title(),
+                        series.len()
+                    ),
+                },
                 ("sans-serif", 28),
             )
             .margin(20)
@@ -283,4 +378,48 @@ pub fn render_svg(
         root.present().map_err(plot_error)?;
     }
     Ok(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(node: i64, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            node,
+            handle: format!("0x{node:x}"),
+            kind: "GPU_FB_MEM".to_string(),
+            points,
+        }
+    }
+
+    #[test]
+    fn a_long_line_keeps_its_extremes_at_the_chart_width() {
+        // 10,000 points, a saw from 0 to 99: every stretch of the 600 still reaches both ends.
+        let points: Vec<(f64, f64)> = (0..10_000).map(|i| (i as f64, (i % 100) as f64)).collect();
+        let thinned = thin(&points, 600);
+        assert!(thinned.len() <= 2400, "{}", thinned.len());
+        assert_eq!(thinned.first(), points.first());
+        assert_eq!(thinned.last(), points.last());
+        assert!(
+            thinned.windows(2).all(|pair| pair[0].0 < pair[1].0),
+            "in x order"
+        );
+        assert_eq!(thinned.iter().map(|p| p.1).fold(f64::MAX, f64::min), 0.0);
+        assert_eq!(thinned.iter().map(|p| p.1).fold(f64::MIN, f64::max), 99.0);
+    }
+
+    #[test]
+    fn many_lines_keep_the_failed_and_the_highest() {
+        // 40 memories reaching 0, 1, ..., 39; memory 0 failed: it and the 11 highest (29 to 39).
+        let series: Vec<Series> = (0..40)
+            .map(|node| line(node, vec![(0.0, node as f64)]))
+            .collect();
+        let (kept, left_out) = level_of_detail(&series, &|line: &Series| line.node == 0);
+        assert_eq!(left_out, 28);
+        let nodes: Vec<i64> = kept.iter().map(|line| line.node).collect();
+        let mut expected = vec![0];
+        expected.extend(29..40);
+        assert_eq!(nodes, expected);
+    }
 }
