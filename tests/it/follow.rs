@@ -32,10 +32,21 @@ fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
 }
 
 fn append(path: &Path, bytes: &[u8]) {
+    write_to(path, bytes, false);
+}
+
+/// Write `bytes` over a file in place: the same inode, truncated and written again.
+fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+    write_to(path, bytes, true);
+}
+
+fn write_to(path: &Path, bytes: &[u8], truncate: bool) {
     use std::io::Write;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
-        .append(true)
+        .append(!truncate)
+        .write(true)
+        .truncate(truncate)
         .open(path)
         .unwrap();
     file.write_all(bytes).unwrap();
@@ -265,18 +276,6 @@ fn a_string_over_the_limit_is_refused_by_name_and_follow_goes_on() {
         stderr.contains("a-huge.json: memories[0].allocations[0].label:"),
         "{stderr}"
     );
-}
-
-/// Write `bytes` over a file in place: the same inode, truncated and written again.
-fn rewrite_in_place(path: &Path, bytes: &[u8]) {
-    use std::io::Write;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .unwrap();
-    file.write_all(bytes).unwrap();
-    file.sync_all().unwrap();
 }
 
 /// A stream truncated and written again in place (same inode, as long or longer), plain and
