@@ -110,7 +110,7 @@ fn history(dir: &std::path::Path) {
         let memory =
             memstate::query::select::memory_ids(&database.conn, 1, None).expect("bench: memory")[0];
         let history =
-            memstate::query::load::history(&database.conn, memory).expect("bench: history");
+            memstate::query::load::history(&database.conn, memory, None).expect("bench: history");
         spans = history.spans.len();
         let page = memstate::viz::html::render(&memstate::viz::html::Page {
             title: "bench",

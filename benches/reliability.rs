@@ -33,13 +33,10 @@ fn wanted(part: &str) -> bool {
 }
 
 /// Write a dump as JSON text without building it in memory as a tree.
-fn write_dump(
-    path: &Path,
-    run: &str,
-    seq: u64,
-    memories: &[(u64, u64, Vec<(u64, u64, &str)>)],
-    oom: bool,
-) {
+/// A memory of a generated dump: id, capacity, allocations (offset, size, state).
+type GeneratedMemory<'s> = (u64, u64, Vec<(u64, u64, &'s str)>);
+
+fn write_dump(path: &Path, run: &str, seq: u64, memories: &[GeneratedMemory], oom: bool) {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("bench: create dump"));
     write!(out, r#"{{"format":"memstate-dump","version":1,"run":{{"id":"{run}","node":0}},"snapshot":{{"seq":{seq},"time_ns":{},"reason":"{}"}},"memories":["#,
         seq * 1_000_000, if oom { "oom" } else { "periodic" }).unwrap();
@@ -79,7 +76,7 @@ fn import(db: &Path, paths: &[&Path]) -> (f64, f64) {
 
 fn memories(dir: &Path) {
     println!("cost per memory: one snapshot of 40,000 memories with 10 allocations each");
-    let memories: Vec<(u64, u64, Vec<(u64, u64, &str)>)> = (0..40_000u64)
+    let memories: Vec<GeneratedMemory> = (0..40_000u64)
         .map(|m| {
             (
                 0x1e00_0000_0000_0000 + m,
@@ -146,7 +143,7 @@ fn big_imports(dir: &Path) {
             )
         })
         .collect();
-    let memories: Vec<(u64, u64, Vec<(u64, u64, &str)>)> = (0..4u64)
+    let memories: Vec<GeneratedMemory> = (0..4u64)
         .map(|m| {
             (
                 0x1e00_0000_0000_0000 + m,

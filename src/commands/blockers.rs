@@ -258,7 +258,7 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.opens)),
                 blockers
                     .as_ref()
-                    .map_or(Cell::Null, |blockers| Cell::json(blockers)),
+                    .map_or(Cell::Null, Cell::json),
                 Cell::text(link.clone()),
             ]
         })

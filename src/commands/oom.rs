@@ -176,7 +176,7 @@ pub(super) fn story_table(stories: &[Story]) -> Table {
                 finding
                     .blockers
                     .as_ref()
-                    .map_or(Cell::Null, |blockers| Cell::json(blockers)),
+                    .map_or(Cell::Null, Cell::json),
             ];
             row.push(
                 story

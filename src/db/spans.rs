@@ -91,8 +91,11 @@ pub fn reach(level: i64) -> i64 {
 /// million new allocations is never a million planned changes in memory at once.
 struct Batch<'a, K, A, E> {
     changes: Vec<Change<K, A>>,
-    apply: &'a mut dyn FnMut(&[Change<K, A>]) -> Result<(), E>,
+    apply: Apply<'a, K, A, E>,
 }
+
+/// What writes a batch of changes.
+pub type Apply<'a, K, A, E> = &'a mut dyn FnMut(&[Change<K, A>]) -> Result<(), E>;
 
 /// Changes written at once (a batch holds at most this many).
 const BATCH: usize = 4096;
@@ -177,7 +180,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
     around_prev: impl Iterator<Item = (K, Span<A>)>,
     around_next: &[(K, Span<A>)],
     things: impl IntoIterator<Item = (K, A)>,
-    apply: &mut dyn FnMut(&[Change<K, A>]) -> Result<(), E>,
+    apply: Apply<'_, K, A, E>,
 ) -> Result<Option<OpenList<K, A>>, E> {
     // Spans passing over `seq`: they contain `prev` and reach on to `next` (or are open).
     let passes = |span: &Span<A>| match next {
