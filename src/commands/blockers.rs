@@ -162,9 +162,14 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
     let conn = &database.conn;
     let mut found: Vec<(Layout, Option<Blockers>)> = Vec::new();
     let pairs = select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
-    for layout in load::layouts_of(conn, &pairs, true)? {
+    for mut layout in load::layouts_of(conn, &pairs, true)? {
         let alignment = args.alignment.or(layout.alignment).unwrap_or(1).max(1);
         let blockers = analysis::blockers(&layout, args.size, alignment);
+        // Without a page to draw, a layout's allocations and holes are done with here.
+        if args.html.is_none() {
+            layout.allocations = Vec::new();
+            layout.holes = Vec::new();
+        }
         found.push((layout, blockers));
     }
     // Each memory's link into the page (written with --html), or how to write one.
@@ -256,9 +261,7 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.offset)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.blocked_bytes)),
                 Cell::optional_count(blockers.as_ref().map(|blockers| blockers.opens)),
-                blockers
-                    .as_ref()
-                    .map_or(Cell::Null, Cell::json),
+                blockers.as_ref().map_or(Cell::Null, Cell::json),
                 Cell::text(link.clone()),
             ]
         })

@@ -173,10 +173,7 @@ pub(super) fn story_table(stories: &[Story]) -> Table {
                 Cell::count(finding.largest_reclaimable),
                 Cell::text(finding.verdict.as_str()),
                 Cell::json(&finding.solved_by_collection),
-                finding
-                    .blockers
-                    .as_ref()
-                    .map_or(Cell::Null, Cell::json),
+                finding.blockers.as_ref().map_or(Cell::Null, Cell::json),
             ];
             row.push(
                 story

@@ -147,12 +147,20 @@ pub fn allocation_table(
     // Only the filters given become SQL, so that the one-snapshot search of the allocations view
     // stays a plain index search; memories are joined after the limit, objects only where shown.
     // The memories as one JSON array parameter: a list of bound variables stops at 32,766.
-    let ids = serde_json::to_string(memory_ids).unwrap_or_else(|_| "[]".to_string());
+    // One memory is named with `=`: SQLite plans a list of memories over the view as a scan of
+    // the node's memories, which costs what all of them cost.
+    let (memory_condition, memories) = match memory_ids {
+        [one] => ("= ?4", SqlValue::Integer(*one)),
+        many => (
+            "IN (SELECT value FROM json_each(?4))",
+            SqlValue::Text(serde_json::to_string(many).unwrap_or_else(|_| "[]".to_string())),
+        ),
+    };
     let mut parameters = vec![
         SqlValue::Integer(snapshot_id),
         SqlValue::Integer(top),
         SqlValue::Null,
-        SqlValue::Text(ids),
+        memories,
     ];
     let run_id: i64 = conn
         .query_row(
@@ -162,8 +170,7 @@ pub fn allocation_table(
         )
         .map_err(query_error)?;
     parameters[2] = SqlValue::Integer(run_id);
-    let mut conditions =
-        "a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?4))".to_string();
+    let mut conditions = format!("a.snapshot_id = ?1 AND a.memory_id {memory_condition}");
     let state = filter.state.map(|state| state.as_str().to_string());
     for (column, operator, value) in [
         ("kind", "=", &filter.kind),

@@ -56,22 +56,64 @@ pub fn hole_layouts(
     load_layouts(conn, snapshot_id, memory_ids, false)
 }
 
+/// Up to this many memories are read one by one (an index search each); more, all at once with
+/// the snapshot's rows filtered (SQLite plans a list of memory ids over the views as a scan of the
+/// node's memories: as cheap as one memory's search only for one memory).
+const ONE_BY_ONE: usize = 32;
+
+/// Which memories a layout query reads: one (`= ?2`) or a JSON list (`IN json_each(?2)`).
+struct MemoryFilter {
+    sql: &'static str,
+    value: rusqlite::types::Value,
+}
+
+impl MemoryFilter {
+    fn of(memory_ids: &[i64]) -> MemoryFilter {
+        match memory_ids {
+            [one] => MemoryFilter {
+                sql: "= ?2",
+                value: rusqlite::types::Value::Integer(*one),
+            },
+            many => MemoryFilter {
+                sql: "IN (SELECT value FROM json_each(?2))",
+                value: rusqlite::types::Value::Text(
+                    serde_json::Value::from(many.to_vec()).to_string(),
+                ),
+            },
+        }
+    }
+}
+
 fn load_layouts(
     conn: &Connection,
     snapshot_id: i64,
     memory_ids: &[i64],
     with_allocations: bool,
 ) -> Result<Vec<Layout>> {
-    let wanted = serde_json::Value::from(memory_ids.to_vec()).to_string();
+    if memory_ids.len() > 1 && memory_ids.len() <= ONE_BY_ONE {
+        let mut all = Vec::with_capacity(memory_ids.len());
+        for &memory_id in memory_ids {
+            all.extend(load_layouts(
+                conn,
+                snapshot_id,
+                &[memory_id],
+                with_allocations,
+            )?);
+        }
+        return Ok(all);
+    }
+    let filter = MemoryFilter::of(memory_ids);
+    let wanted = &filter.value;
     let mut statement = conn
-        .prepare(
+        .prepare(&format!(
             "SELECT s.run, s.node, s.seq, s.time_ns, m.handle, m.kind, ms.capacity, ms.alignment, ms.free_bytes, ms.largest_hole,
                     ms.largest_reclaimable, ms.holes_listed, s.run_id, ms.memory_id
              FROM memory_stats ms
              JOIN snapshots s ON s.snapshot_id = ms.snapshot_id
              JOIN memories m ON m.memory_id = ms.memory_id
-             WHERE ms.snapshot_id = ?1 AND ms.memory_id IN (SELECT value FROM json_each(?2))",
-        )
+             WHERE ms.snapshot_id = ?1 AND ms.memory_id {}",
+            filter.sql
+        ))
         .map_err(query_error)?;
     let mut run_id = 0;
     let mut found: HashMap<i64, Layout> = HashMap::with_capacity(memory_ids.len());
@@ -111,13 +153,13 @@ fn load_layouts(
         )));
     }
     if with_allocations {
-        load_allocations(conn, snapshot_id, &wanted, run_id, &mut found)?;
+        load_allocations(conn, snapshot_id, &filter, run_id, &mut found)?;
     }
     let mut statement = conn
-        .prepare(
-            "SELECT memory_id, offset, size FROM holes
-             WHERE snapshot_id = ?1 AND memory_id IN (SELECT value FROM json_each(?2))",
-        )
+        .prepare(&format!(
+            "SELECT memory_id, offset, size FROM holes WHERE snapshot_id = ?1 AND memory_id {}",
+            filter.sql
+        ))
         .map_err(query_error)?;
     let rows = statement
         .query_map(params![snapshot_id, wanted], |row| {
@@ -150,12 +192,12 @@ fn load_layouts(
     Ok(layouts)
 }
 
-/// The allocations of the memories in `wanted` (a JSON list of ids) at one snapshot, into their
+/// The allocations of the memories `filter` names at one snapshot, into their
 /// layouts.
 fn load_allocations(
     conn: &Connection,
     snapshot_id: i64,
-    wanted: &str,
+    filter: &MemoryFilter,
     run_id: i64,
     found: &mut HashMap<i64, Layout>,
 ) -> Result<()> {
@@ -180,11 +222,12 @@ fn load_allocations(
             "SELECT a.memory_id, a.uid, a.handle, a.kind, a.state, a.offset, a.size, a.provenance, a.label,
                     {objects}
              FROM allocations a
-             WHERE a.snapshot_id = ?1 AND a.memory_id IN (SELECT value FROM json_each(?2))"
+             WHERE a.snapshot_id = ?1 AND a.memory_id {}",
+            filter.sql
         ))
         .map_err(query_error)?;
     let rows = statement
-        .query_map(params![snapshot_id, wanted, run_id], |row| {
+        .query_map(params![snapshot_id, filter.value, run_id], |row| {
             let objects: Option<String> = row.get(9)?;
             Ok((
                 row.get::<_, i64>(0)?,
