@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{median, report, run_binary, BINARY};
+use common::{median, report, run_binary, run_binary_quietly, BINARY};
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|arg| arg.to_string()).collect()
@@ -110,7 +110,7 @@ fn memories(dir: &Path) {
         for _ in 0..3 {
             let mut all = strings(&["--db", db.to_str().unwrap()]);
             all.extend(strings(&args));
-            let ran = run_binary(&all, Duration::from_secs(600));
+            let ran = run_binary_quietly(&all, Duration::from_secs(600));
             assert!(ran.ok, "bench: {name}");
             times.push(ran.seconds);
             peak = peak.max(ran.peak_mib);

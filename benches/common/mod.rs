@@ -21,10 +21,24 @@ pub struct Ran {
 /// Run the binary with `args`, measuring its own peak resident memory: its VmHWM, read while it
 /// runs (wait4's ru_maxrss would include this bench process's memory from before the exec).
 pub fn run_binary(args: &[String], timeout: Duration) -> Ran {
+    run(args, timeout, true)
+}
+
+/// [`run_binary`] with standard output thrown away (as `> /dev/null`): a command that prints
+/// megabytes is timed without this process reading them on the same cores.
+pub fn run_binary_quietly(args: &[String], timeout: Duration) -> Ran {
+    run(args, timeout, false)
+}
+
+fn run(args: &[String], timeout: Duration, keep_stdout: bool) -> Ran {
     let started = Instant::now();
     let mut child = Command::new(BINARY)
         .args(args)
-        .stdout(Stdio::piped())
+        .stdout(if keep_stdout {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stderr(Stdio::piped())
         .spawn()
         .expect("bench: spawn memstate");
