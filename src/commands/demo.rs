@@ -3,7 +3,7 @@
 
 use memstate::ingest::{self, IngestOptions};
 use memstate::query::{listing, select, Cell, Report, Table};
-use memstate::units::visible;
+use memstate::units::{counted, visible};
 use memstate::viz::plot;
 use memstate::{db, sim, Error, Result};
 
@@ -42,13 +42,13 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
     };
     let simulated = sim::simulate(&config, &dumps, &mut |_| {})?;
     say(&[format!(
-        "Simulated run {}: {} nodes x {} GPUs, {} steps, {} dumps ({} allocations) written to {}",
+        "Simulated run {}: {} x {}, {}, {} ({}) written to {}",
         config.run_id,
-        config.nodes,
-        config.gpus_per_node,
-        simulated.steps,
-        simulated.dumps,
-        simulated.allocations,
+        counted(config.nodes as u64, "node"),
+        counted(config.gpus_per_node as u64, "GPU"),
+        counted(simulated.steps, "step"),
+        counted(simulated.dumps, "dump"),
+        counted(simulated.allocations, "allocation"),
         visible(&dumps.display().to_string())
     )])?;
     let mut database = db::open(&db_path)?;
@@ -62,9 +62,9 @@ pub fn run(args: &DemoArgs) -> Result<u8> {
         &mut |_| {},
     )?;
     say(&[format!(
-        "Imported {} dumps ({} allocations){}{} into {}",
-        summary.imported + summary.replaced,
-        summary.allocations,
+        "Imported {} ({}){}{} into {}",
+        counted(summary.imported + summary.replaced, "dump"),
+        counted(summary.allocations, "allocation"),
         if summary.replaced > 0 {
             format!(
                 ", {} of them replacing the previous demo run's",

@@ -13,7 +13,7 @@ use memstate::dump::read::Limits;
 use memstate::follow::{FollowEvent, FollowOptions};
 use memstate::ingest::{self, ImportEvent, ImportSummary, IngestOptions};
 use memstate::query::{Cell, Report, Table};
-use memstate::units::visible;
+use memstate::units::{counted, visible};
 use memstate::{db, Result};
 
 use super::{error_line, progress_bar, Printer};
@@ -27,9 +27,12 @@ fn show_events(bar: &ProgressBar) -> impl FnMut(ImportEvent) + '_ {
         ImportEvent::Inputs { count } => bar.set_length(count),
         ImportEvent::InputDone => bar.inc(1),
         ImportEvent::Progress { summary } => bar.set_message(format!(
-            "{} dumps, {} allocations, {} refused",
-            summary.imported + summary.replaced + summary.unchanged,
-            summary.allocations,
+            "{}, {}, {} refused",
+            counted(
+                summary.imported + summary.replaced + summary.unchanged,
+                "dump"
+            ),
+            counted(summary.allocations, "allocation"),
             summary.refused
         )),
         ImportEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
@@ -83,9 +86,9 @@ fn summary_report<'r>(
     );
     Report::told(table, move |out, _| {
         let mut line = format!(
-            "{verb} {} dumps ({} allocations)",
-            summary.imported + summary.replaced,
-            summary.allocations
+            "{verb} {} ({})",
+            counted(summary.imported + summary.replaced, "dump"),
+            counted(summary.allocations, "allocation")
         );
         if summary.replaced > 0 {
             line.push_str(&format!(
@@ -98,23 +101,32 @@ fn summary_report<'r>(
             summary.unchanged, summary.refused
         ));
         if summary.annotations > 0 {
-            line.push_str(&format!(", {} annotations files", summary.annotations));
+            line.push_str(&format!(
+                ", {}",
+                counted(summary.annotations, "annotations file")
+            ));
         }
         if summary.ignored_files > 0 {
             line.push_str(&format!(
-                ", {} non-dump files ignored",
-                summary.ignored_files
+                ", {} ignored",
+                counted(summary.ignored_files, "non-dump file")
             ));
         }
         if summary.skipped > 0 {
+            let entries = if summary.skipped == 1 {
+                "entry"
+            } else {
+                "entries"
+            };
             line.push_str(&format!(
-                ", {} entries skipped (not regular files, or links to folders)",
+                ", {} {entries} skipped (not regular files, or links to folders)",
                 summary.skipped
             ));
         }
         line.push_str(&format!(
-            " from {} inputs in {:.2} s",
-            summary.inputs, summary.seconds
+            " from {} in {:.2} s",
+            counted(summary.inputs, "input"),
+            summary.seconds
         ));
         if let Some(path) = db {
             line.push_str(&format!(
@@ -150,10 +162,13 @@ fn follow_status(
         })
         .unwrap_or_default();
     format!(
-        "{} dumps ({} new), {} allocations, {} refused{last}{}",
-        summary.imported + summary.replaced + summary.unchanged,
+        "{} ({} new), {}, {} refused{last}{}",
+        counted(
+            summary.imported + summary.replaced + summary.unchanged,
+            "dump"
+        ),
         summary.imported + summary.replaced,
-        summary.allocations,
+        counted(summary.allocations, "allocation"),
         summary.refused,
         if nodes.is_empty() {
             String::new()

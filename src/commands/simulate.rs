@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use memstate::query::{Cell, Report, Table};
 use memstate::sim::{self, SimulationEvent};
-use memstate::units::{human, visible};
+use memstate::units::{counted, human, visible};
 use memstate::Result;
 
 use super::{progress_bar, Printer};
@@ -70,17 +70,17 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
     let report = Report::told(table, |out, _| {
         writeln!(
             out,
-            "wrote {} dumps ({} allocations, {}) of run {} to {} in {:.2} s: {} steps, {} oom dumps, {} instances collected, {} deferred allocations",
-            summary.dumps,
-            summary.allocations,
+            "wrote {} ({}, {}) of run {} to {} in {:.2} s: {}, {}, {} collected, {}",
+            counted(summary.dumps, "dump"),
+            counted(summary.allocations, "allocation"),
             human(summary.bytes),
             visible(&summary.run_id),
             visible(&args.out.display().to_string()),
             seconds,
-            summary.steps,
-            summary.oom_dumps,
-            summary.collections,
-            summary.deferred_allocations,
+            counted(summary.steps, "step"),
+            counted(summary.oom_dumps, "oom dump"),
+            counted(summary.collections, "instance"),
+            counted(summary.deferred_allocations, "deferred allocation"),
         )
     });
     Printer::with_format(args.format).print(&report)?;

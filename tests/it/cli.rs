@@ -363,7 +363,7 @@ fn validate_checks_without_a_database() {
         .contains("memories[0].capacity: expected a size above 0"));
     let out = String::from_utf8_lossy(&output.stdout);
     assert!(
-        out.contains("1 dumps (7 allocations)") && out.contains("1 refused"),
+        out.contains("1 dump (7 allocations)") && out.contains("1 refused"),
         "{out}"
     );
     assert!(
@@ -438,7 +438,10 @@ fn annotations_join_objects_to_allocations() {
     });
     let file = write_json(dir.path(), "side.json", &annotations);
     let out = import(&db, &[&file], 0);
-    assert!(out.contains("1 annotations files"), "{out}");
+    assert!(
+        out.contains("1 annotations file,") || out.contains("1 annotations file "),
+        "{out}"
+    );
     assert_eq!(
         scalar::<String>(&db, "SELECT group_concat(uid || '/' || coalesce(field_id, '-') || '/' || object_id, ' ') FROM (SELECT * FROM allocation_objects ORDER BY uid)"),
         "0x0000000000000065/101/store-17 0x0000000000000066/7/store-18 0x000000000000006a/-/store-18"
@@ -765,4 +768,22 @@ fn tables_are_readable_compact_columns_hex_offsets_and_the_same_decimals_everywh
         "20",
     ]);
     assert!(map.contains("fragmentation 0.304"), "{map}");
+}
+
+/// Counts read as English: one dump, one input, one allocation (issue 18, item 4: "imported 1
+/// dumps").
+#[test]
+fn summaries_say_one_dump_not_one_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dump = crate::common::small();
+    dump["memories"] = serde_json::json!([{"id": "0x1", "kind": "GPU_FB_MEM", "capacity": 4096,
+        "allocations": [{"uid": 1, "kind": "instance", "state": "valid", "offset": 0, "size": 64}]}]);
+    let file = write_json(dir.path(), "one.json", &dump);
+    let out = crate::common::import(&dir.path().join("t.db"), &[&file], 0);
+    assert!(
+        out.starts_with(
+            "imported 1 dump (1 allocation), 0 unchanged (skipped), 0 refused from 1 input in "
+        ),
+        "{out}"
+    );
 }

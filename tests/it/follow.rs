@@ -195,7 +195,7 @@ fn import_follow_takes_each_dump_once_it_is_complete_and_resumes_without_duplica
     std::thread::sleep(std::time::Duration::from_millis(500));
     let (_, stdout, _) = follower.stop();
     assert!(
-        stdout.contains("followed: imported 1 dumps") && stdout.contains("6 unchanged"),
+        stdout.contains("followed: imported 1 dump (") && stdout.contains("6 unchanged"),
         "{stdout}"
     );
     assert_eq!(snapshot_count(&db), 7);

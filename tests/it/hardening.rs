@@ -391,7 +391,7 @@ fn link_loops_and_fifos_in_a_folder_do_not_hang_the_import() {
     );
     // a.json and the link to it (the same dump: unchanged); the FIFO and both folder links skipped.
     assert!(
-        stdout.contains("imported 1 dumps")
+        stdout.contains("imported 1 dump (")
             && stdout.contains("1 unchanged")
             && stdout.contains("3 entries skipped"),
         "{stdout}"
@@ -825,7 +825,7 @@ fn ctrl_c_during_an_import_rolls_back_reports_and_closes() {
     std::fs::write(&rest, [line(1), line(2), line(3)].concat()).unwrap();
     let stdout = import(&db, &[&rest], 0);
     assert!(
-        stdout.contains("imported 1 dumps") && stdout.contains("2 unchanged"),
+        stdout.contains("imported 1 dump (") && stdout.contains("2 unchanged"),
         "{stdout}"
     );
 }
