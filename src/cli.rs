@@ -517,7 +517,7 @@ pub struct OomArgs {
 
 #[derive(Debug, Args)]
 pub struct BlockersArgs {
-    /// The request's size: bytes or a human size (300000, 512MiB).
+    /// The request's size: bytes, a human size or hex (300000, 512MiB, 0x49000).
     #[arg(long, value_parser = parse_positive_size)]
     pub size: u64,
     /// The request's alignment in bytes (default: the memory's alignment, else 1).
@@ -575,7 +575,8 @@ pub struct MapArgs {
     pub snapshots: Option<String>,
     #[command(flatten)]
     pub memory: MemoryArg,
-    /// Zoom the terminal bars to a byte range: START:END, sizes in bytes or human (0:64MiB).
+    /// Zoom the terminal bars to a byte range: START:END, in bytes, human or hex (0:64MiB,
+    /// 0x0:0x100000).
     #[arg(long, value_name = "START:END")]
     pub range: Option<String>,
     /// Write an interactive HTML map to this file instead of drawing in the terminal. It opens on

@@ -8,6 +8,16 @@ use std::borrow::Cow;
 /// `1.5g`, `64k`; KB, MB... mean the binary units too, as in Realm's flags).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let trimmed = text.trim();
+    // Hex, as every command prints offsets (0x100000): bytes, no unit.
+    if let Some(digits) = trimmed
+        .strip_prefix("0x")
+        .or_else(|| trimmed.strip_prefix("0X"))
+    {
+        return u64::from_str_radix(&digits.replace('_', ""), 16)
+            .ok()
+            .filter(|&bytes| bytes <= i64::MAX as u64)
+            .ok_or_else(|| format!("{text:?} is not a size in hex below 2^63 (0x100000)"));
+    }
     let split = trimmed
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(trimmed.len());
@@ -287,6 +297,19 @@ mod tests {
         assert_eq!(human_size_real(20.0 * (1u64 << 60) as f64), "20 EiB");
         assert_eq!(human_size_real(-1536.0), "-1.5 KiB");
         assert_eq!(human_size_real(1023.0), "1023 B");
+    }
+
+    #[test]
+    fn sizes_and_offsets_parse_in_hex() {
+        // As every command prints offsets (issue 18, item 2).
+        assert_eq!(parse_size("0x100000"), Ok(1 << 20));
+        assert_eq!(parse_size("0X1e00"), Ok(0x1e00));
+        assert_eq!(parse_size("0x0"), Ok(0));
+        assert_eq!(parse_size("0x7fffffffffffffff"), Ok(i64::MAX as u64));
+        assert!(parse_size("0x8000000000000000").is_err());
+        assert!(parse_size("0x").is_err());
+        assert!(parse_size("0xg").is_err());
+        assert!(parse_positive_size("0x0").is_err());
     }
 
     #[test]

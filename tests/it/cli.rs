@@ -787,3 +787,54 @@ fn summaries_say_one_dump_not_one_dumps() {
         "{out}"
     );
 }
+
+/// Offsets and sizes are read in hex as every command prints them (issue 18, item 2:
+/// `map --range 0x0:0x100000` was "unknown size unit x0").
+#[test]
+fn sizes_and_ranges_are_read_in_hex() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let hex = crate::common::text_of(
+        &db,
+        &[
+            "map",
+            "--memory",
+            "0x1e00000000000003",
+            "--range",
+            "0x0:0x40000",
+        ],
+    );
+    let decimal = crate::common::text_of(
+        &db,
+        &[
+            "map",
+            "--memory",
+            "0x1e00000000000003",
+            "--range",
+            "0:262144",
+        ],
+    );
+    assert_eq!(hex, decimal);
+    let hex = crate::common::json_of(
+        &db,
+        &[
+            "blockers",
+            "--size",
+            "0x49000",
+            "--memory",
+            "0x1e00000000000003",
+        ],
+    );
+    let decimal = crate::common::json_of(
+        &db,
+        &[
+            "blockers",
+            "--size",
+            "299008",
+            "--memory",
+            "0x1e00000000000003",
+        ],
+    );
+    assert_eq!(hex, decimal);
+}
