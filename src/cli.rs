@@ -370,7 +370,7 @@ pub struct MemoryArg {
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Where to write the dumps and the database.
+    /// Where to write the dumps, the page and the chart; the database too, unless --db names one.
     #[arg(long, default_value = "memstate-demo", value_name = "DIR")]
     pub dir: PathBuf,
 

@@ -1,6 +1,8 @@
 //! `memstate demo`: simulate a run that ends in an out-of-memory error, import it, and tell what
 //! happened: the OOM report, the failed memory's trend, the map and the chart, and what to try next.
 
+use std::path::Path;
+
 use memstate::ingest::{self, IngestOptions};
 use memstate::query::{listing, select, Cell, Report, Table};
 use memstate::units::{counted, visible};
@@ -26,9 +28,9 @@ fn invocation() -> String {
     }
 }
 
-pub fn run(args: &DemoArgs) -> Result<u8> {
+pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     let dumps = args.dir.join("dumps");
-    let db_path = args.dir.join("memstate.db");
+    let db_path = db.map_or_else(|| args.dir.join("memstate.db"), Path::to_path_buf);
     // The run happens now, so a dashboard's default time range (the last hours) shows it; run
     // again, the demo replaces its earlier run.
     let now = std::time::SystemTime::now()

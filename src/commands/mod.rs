@@ -36,7 +36,9 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Validate(args) => import::validate(&args),
         Command::Sql(args) => sql::run(&db, &args),
         Command::Simulate(args) => simulate::run(&args),
-        Command::Demo(args) => demo::run(&args),
+        // The demo's database is its folder's unless --db names one (not $MEMSTATE_DB: the demo
+        // should not write into a database the user keeps).
+        Command::Demo(args) => demo::run(&args, cli.db.as_deref()),
         Command::Snapshots(args) => listing::snapshots(&db, &args),
         Command::Memories(args) => listing::memories(&db, &args),
         Command::Stats(args) => listing::stats(&db, &args),

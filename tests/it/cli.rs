@@ -838,3 +838,33 @@ fn sizes_and_ranges_are_read_in_hex() {
     );
     assert_eq!(hex, decimal);
 }
+
+/// `demo --db FILE` writes its database there, not into its folder (issue 18, item 1).
+#[test]
+fn the_demo_writes_the_database_named_with_db() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mine.db");
+    let folder = dir.path().join("demo");
+    let output = memstate()
+        .arg("--db")
+        .arg(&db)
+        .arg("demo")
+        .arg("--dir")
+        .arg(&folder)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(scalar::<i64>(&db, "SELECT count(*) FROM snapshots") > 0);
+    assert!(!folder.join("memstate.db").exists());
+    assert!(folder.join("map.html").exists());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(&format!("--db {} oom", db.display())),
+        "{stdout}"
+    );
+}
