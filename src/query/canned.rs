@@ -8,7 +8,7 @@
 use rusqlite::Connection;
 
 use super::output::Unit;
-use super::{collect, select, Table};
+use super::{collect, query_error, select, Table};
 use crate::error::{Error, Result};
 
 include!(concat!(env!("OUT_DIR"), "/queries.rs"));
@@ -158,6 +158,36 @@ fn resolve(
     }
 }
 
+/// The database's only run; with none or several, an error that says so (and lists them).
+fn only_run(conn: &Connection, query: &str) -> Result<String> {
+    let mut statement = conn
+        .prepare("SELECT run FROM runs ORDER BY run LIMIT 21")
+        .map_err(query_error)?;
+    let runs: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .map_err(query_error)?
+        .collect::<rusqlite::Result<_>>()
+        .map_err(query_error)?;
+    match runs.as_slice() {
+        [only] => Ok(only.clone()),
+        [] => Err(Error::Usage(format!(
+            "{query} needs -p run=VALUE, and the database holds no run yet (import dumps first)"
+        ))),
+        several => {
+            let shown: Vec<String> = several
+                .iter()
+                .take(20)
+                .map(|run| format!("{run:?}"))
+                .collect();
+            let more = if several.len() > 20 { ", ..." } else { "" };
+            Err(Error::Usage(format!(
+                "{query} needs -p run=VALUE: the database holds several runs: {}{more}",
+                shown.join(", ")
+            )))
+        }
+    }
+}
+
 /// Run a canned query with `key=value` parameters (defaults filled in, selectors resolved); the
 /// columns carry the units their documentation gives.
 pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]) -> Result<Table> {
@@ -181,6 +211,8 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
             Some((_, value)) => value.clone(),
             None => match &param.default {
                 Some(default) => default.clone(),
+                // A database of one run answers about it without being told which.
+                None if param.name == "run" => only_run(conn, &query.name)?,
                 None => {
                     return Err(Error::Usage(format!(
                         "{} needs -p {}=VALUE ({}: {})",

@@ -430,3 +430,35 @@ fn sums_past_the_largest_integer_are_answered() {
     );
     assert!(text.contains("16 EiB"), "{text}");
 }
+
+/// A canned query's run defaults to the database's only run; with several, the error lists them
+/// (issue 18, item 5).
+#[test]
+fn the_run_parameter_defaults_to_the_only_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let given = json_of(&db, &["report", "nodes", "-p", "run=example-run"]);
+    let defaulted = json_of(&db, &["report", "nodes"]);
+    assert_eq!(given, defaulted);
+    assert!(!given.as_array().unwrap().is_empty());
+    let other = crate::common::set(
+        crate::common::small(),
+        "/run/id",
+        serde_json::json!("second-run"),
+    );
+    let file = write_json(dir.path(), "second.json", &other);
+    import(&db, &[&file], 0);
+    let output = crate::common::memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["report", "nodes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("needs -p run=VALUE") && stderr.contains("\"example-run\", \"second-run\""),
+        "{stderr}"
+    );
+}
