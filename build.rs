@@ -1,6 +1,9 @@
 //! Embeds every canned query of queries/ into the binary (a generated list of include_str!),
-//! rebuilds when a query or a migration changes, and names the commit the binary is built from
-//! (`memstate --version`).
+//! rebuilds when a query or a migration changes, names the commit the binary is built from
+//! (`memstate --version`), and tells the tests which outside programs this machine has
+//! (`has_sqlite3`, `has_chromium`, ...): a test that needs a missing one is marked ignored with
+//! the reason, so `cargo test` counts and names it, and with `CI` set every such test runs (and
+//! fails when its program is missing: .ci/run installs them).
 
 use std::fs;
 use std::path::Path;
@@ -21,7 +24,40 @@ fn commit() -> Option<String> {
     Some(format!("commit {hash} {date}"))
 }
 
+/// Whether `sh -c SCRIPT` succeeds (a program found, a Python module importable).
+fn succeeds(script: &str) -> bool {
+    Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false)
+}
+
+/// The outside programs some tests need, each a cfg flag set when it is here (or under CI).
+fn outside_programs() {
+    println!("cargo:rerun-if-env-changed=CI");
+    println!("cargo:rerun-if-env-changed=PATH");
+    let ci = std::env::var_os("CI").is_some();
+    for (flag, script) in [
+        ("has_sqlite3", "command -v sqlite3"),
+        ("has_strace", "command -v strace"),
+        ("has_datasette", "command -v datasette"),
+        (
+            "has_chromium",
+            "test -x /usr/bin/chromium || test -x /usr/bin/chromium-browser || test -x /usr/bin/google-chrome",
+        ),
+        ("has_pandas", "python3 -c 'import pandas, matplotlib'"),
+    ] {
+        println!("cargo::rustc-check-cfg=cfg({flag})");
+        if ci || succeeds(script) {
+            println!("cargo:rustc-cfg={flag}");
+        }
+    }
+}
+
 fn main() {
+    outside_programs();
     println!("cargo:rerun-if-changed=migrations");
     println!("cargo:rerun-if-changed=queries");
     let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");

@@ -284,13 +284,14 @@ fn report_lists_and_runs_canned_queries() {
         .args(["report", "nodes", "-p", "color=blue"])
         .assert()
         .code(2);
+    // A parameter without a default is asked for (a run would default to the only one).
     memstate()
         .arg("--db")
         .arg(&db)
-        .args(["report", "nodes"])
+        .args(["report", "largest-holes"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("-p run="));
+        .stderr(predicates::str::contains("-p snapshot_id="));
 }
 
 #[test]

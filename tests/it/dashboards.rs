@@ -169,6 +169,10 @@ fn sqlite3_rows(db: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_sqlite3),
+    ignore = "sqlite3 is not installed (.ci/run installs it)"
+)]
 fn every_grafana_panel_query_returns_rows_with_its_time_column() {
     if !crate::common::have(
         "sqlite3",
@@ -440,6 +444,10 @@ impl Drop for Datasette {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_datasette),
+    ignore = "Datasette is not installed (.ci/run installs it from PyPI)"
+)]
 fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     if !crate::common::have("datasette", "to serve the demo database with memstate's metadata (.ci/run installs it from PyPI in a virtual environment)") {
         return;
@@ -628,6 +636,10 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_pandas),
+    ignore = "python3 with pandas and matplotlib is not installed (.ci/run installs them)"
+)]
 fn the_pandas_example_reads_the_views_and_plots() {
     let found = std::process::Command::new("python3")
         .args(["-c", "import pandas, matplotlib"])

@@ -69,6 +69,10 @@ fn sha(path: &Path) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_strace),
+    ignore = "strace is not installed (.ci/run installs it)"
+)]
 fn a_first_import_killed_at_any_write_never_bricks_the_database() {
     if !have("strace", "to kill the import at every write") {
         return;

@@ -276,6 +276,10 @@ fn every_query_has_a_golden_test_and_documents_its_parameters_and_columns() {
 
 /// The same query files, run by the sqlite3 program after `.parameter set`, give the same rows.
 #[test]
+#[cfg_attr(
+    not(has_sqlite3),
+    ignore = "sqlite3 is not installed (.ci/run installs it)"
+)]
 fn queries_run_unchanged_in_the_sqlite3_shell() {
     if !crate::common::have("sqlite3", "to run the canned queries in the sqlite3 shell") {
         return;

@@ -438,6 +438,10 @@ fn every_shape_answers_as_a_plain_table_and_plans_without_scanning_spans_or_sort
 }
 
 #[test]
+#[cfg_attr(
+    not(has_sqlite3),
+    ignore = "sqlite3 is not installed (.ci/run installs it)"
+)]
 fn the_system_sqlite3_plans_every_shape_without_scanning_spans_or_sorting_every_row() {
     if !have(
         "sqlite3",

@@ -413,6 +413,10 @@ fn the_demo_report_agrees_with_sql_over_the_views() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn the_demo_page_opens_on_the_failure_and_follows_every_link() {
     if browser().is_none() {
         return;
@@ -598,6 +602,10 @@ fn the_demo_page_opens_on_the_failure_and_follows_every_link() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn without_a_failure_the_page_opens_on_the_most_fragmented_memory() {
     if browser().is_none() {
         return;
@@ -641,6 +649,10 @@ fn without_a_failure_the_page_opens_on_the_most_fragmented_memory() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn the_history_of_a_thousand_snapshots_draws_and_tells_what_lived_where() {
     if browser().is_none() {
         return;
@@ -737,6 +749,10 @@ fn the_history_of_a_thousand_snapshots_draws_and_tells_what_lived_where() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn oom_and_blockers_write_the_page_and_print_links_into_it() {
     if browser().is_none() {
         return;

@@ -159,6 +159,10 @@ pub fn body_attribute(dom: &str, name: &str) -> Option<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn the_html_map_draws_in_a_real_browser() {
     if browser().is_none() {
         return;
@@ -208,6 +212,10 @@ fn the_html_map_draws_in_a_real_browser() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn the_html_map_handles_fifty_thousand_allocations() {
     if browser().is_none() {
         return;
@@ -294,6 +302,10 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_chromium),
+    ignore = "headless Chromium is not installed (.ci/run installs it)"
+)]
 fn the_html_map_zooms_and_tells_what_is_where() {
     if browser().is_none() {
         return;
