@@ -4,7 +4,8 @@ use std::path::Path;
 
 use memstate::analysis::{self, Change};
 use memstate::query::{load, select, Cell, Report, Table};
-use memstate::{db, Result};
+use memstate::units::visible;
+use memstate::{db, Error, Result};
 
 use super::Printer;
 use crate::cli::DiffArgs;
@@ -44,11 +45,52 @@ fn change_table(changes: &[Change]) -> Table {
     )
 }
 
+/// Where a comparison means nothing, refuse it; where it may mislead, say so on stderr. Uids are
+/// a run's own: snapshots of two runs share none (refused, exit 2). Two nodes of one run hold
+/// different memories (a warning names both), and a later snapshot given first turns what
+/// appeared into what disappeared (a warning too).
+fn check_pair(conn: &rusqlite::Connection, before: i64, after: i64) -> Result<()> {
+    let identity = |snapshot_id: i64| -> Result<(String, i64, i64)> {
+        conn.query_row(
+            "SELECT run, node, seq FROM snapshots WHERE snapshot_id = ?1",
+            [snapshot_id],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .map_err(|error| Error::Query(error.to_string()))
+    };
+    let (first, second) = (identity(before)?, identity(after)?);
+    let name = |(run, node, seq): &(String, i64, i64), id: i64| {
+        format!("{}:{node}:{seq} (snapshot {id})", visible(run))
+    };
+    if first.0 != second.0 {
+        return Err(Error::Usage(format!(
+            "{} and {} belong to different runs, whose uids have nothing in common: compare snapshots of one run",
+            name(&first, before),
+            name(&second, after)
+        )));
+    }
+    if first.1 != second.1 {
+        eprintln!(
+            "warning: {} and {} are on different nodes: they hold different memories, so most allocations will show as appeared or disappeared",
+            name(&first, before),
+            name(&second, after)
+        );
+    } else if second.2 < first.2 {
+        eprintln!(
+            "warning: {} comes before {}: the changes are read backwards in time (swap them to follow the run)",
+            name(&second, after),
+            name(&first, before)
+        );
+    }
+    Ok(())
+}
+
 pub fn run(db_path: &Path, args: &DiffArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     let conn = &database.conn;
     let before = select::one_snapshot(conn, &args.before)?;
     let after = select::one_snapshot(conn, &args.after)?;
+    check_pair(conn, before, after)?;
     // What the two snapshots share unchanged cannot differ: each side leaves it out.
     let changes = analysis::diff(
         &load::placed(conn, before, Some(after))?,

@@ -510,3 +510,51 @@ fn many_memories_load_in_a_few_statements() {
         );
     }
 }
+
+/// `diff` says so when a comparison may mislead (two nodes, or backwards in time) and refuses one
+/// that means nothing (two runs, whose uids have nothing in common) (issue 18, item 6).
+#[test]
+fn diff_warns_across_nodes_and_backwards_and_refuses_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    crate::common::import(&db, &[&crate::common::data("run")], 0);
+    let diff = |a: &str, b: &str| {
+        crate::common::memstate()
+            .arg("--db")
+            .arg(&db)
+            .args(["diff", a, b])
+            .output()
+            .unwrap()
+    };
+    let forward = diff("golden:0:0", "golden:0:1");
+    assert_eq!(forward.status.code(), Some(0));
+    assert!(
+        forward.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&forward.stderr)
+    );
+    let backward = diff("golden:0:1", "golden:0:0");
+    assert_eq!(backward.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&backward.stderr);
+    assert!(
+        stderr.contains("warning: golden:0:0 (snapshot 1) comes before golden:0:1 (snapshot 2)"),
+        "{stderr}"
+    );
+    let across = diff("golden:0:0", "golden:1:0");
+    assert_eq!(across.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&across.stderr);
+    assert!(
+        stderr.contains("are on different nodes") && stderr.contains("golden:1:0"),
+        "{stderr}"
+    );
+    let other = crate::common::set(
+        crate::common::small(),
+        "/run/id",
+        serde_json::json!("other"),
+    );
+    let file = crate::common::write_json(dir.path(), "other.json", &other);
+    crate::common::import(&db, &[&file], 0);
+    let runs = diff("golden:0:0", "other:0:3");
+    assert_eq!(runs.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&runs.stderr).contains("different runs"));
+}
