@@ -439,13 +439,17 @@ enum Record {
     },
 }
 
+/// What the writer does with a record: import it (or count it, for `validate`).
+type WriteRecord<'a> =
+    &'a mut dyn FnMut(&mut ImportSummary, Record, &mut dyn FnMut(ImportEvent)) -> Result<()>;
+
 /// Run the pipeline over `paths`, handing each record to `write` and counting the rest.
 fn drive(
     paths: &[String],
     options: IngestOptions,
     stop: Option<&AtomicBool>,
     report: &mut dyn FnMut(ImportEvent),
-    write: &mut dyn FnMut(&mut ImportSummary, Record, &mut dyn FnMut(ImportEvent)) -> Result<()>,
+    write: WriteRecord<'_>,
 ) -> Result<ImportSummary> {
     let started = Instant::now();
     let (mut summary, pipeline) = begin(paths, options, report);

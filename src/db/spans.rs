@@ -200,13 +200,10 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
         .map(|(key, span)| (*key, span))
         .peekable();
     let mut things = things.peekable();
-    loop {
-        let Some(&key) = smallest([
-            before.peek().map(|(key, _)| key),
-            things.peek().map(|(key, _)| key),
-        ]) else {
-            break;
-        };
+    while let Some(&key) = smallest([
+        before.peek().map(|(key, _)| key),
+        things.peek().map(|(key, _)| key),
+    ]) {
         // Spans around `next` only matter for keys present before or at `seq`.
         while after
             .peek()

@@ -212,7 +212,7 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
             None => match &param.default {
                 Some(default) => default.clone(),
                 // A database of one run answers about it without being told which.
-                None if param.name == "run" => only_run(conn, &query.name)?,
+                None if param.name == "run" => only_run(conn, query.name)?,
                 None => {
                     return Err(Error::Usage(format!(
                         "{} needs -p {}=VALUE ({}: {})",

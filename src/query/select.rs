@@ -154,13 +154,12 @@ pub fn check_memory_selector(conn: &Connection, selector: &str) -> Result<()> {
     let kinds = texts(conn, "SELECT DISTINCT kind FROM memories ORDER BY kind", [])?;
     match memory_handle(selector) {
         Some(handle) => {
-            if ids(
+            let found = ids(
                 conn,
                 "SELECT memory_id FROM memories WHERE handle = ?1 LIMIT 1",
                 [&handle],
-            )?
-            .is_empty()
-            {
+            )?;
+            if found.is_empty() {
                 return Err(Error::Usage(format!(
                     "no memory has the id {handle} (see memstate memories)"
                 )));

@@ -19,7 +19,7 @@ impl Random {
     pub fn new(seed: u64) -> Random {
         Random(seed ^ 0x6d65_6d73_7461_7465)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -28,11 +28,11 @@ impl Random {
     }
     /// Uniform in `0..bound` (bound > 0).
     pub fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
+        self.next_u64() % bound.max(1)
     }
     /// Uniform in `[0, 1)`.
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
     pub fn chance(&mut self, probability: f64) -> bool {
         self.unit() < probability

@@ -523,10 +523,9 @@ impl<'de> Visitor<'de> for Elements<'_, '_> {
                 let mut fields = AllocationFields::new();
                 let read = read_elements(seq, |seq, index| {
                     fields.clear();
-                    Ok(match seq.next_element_seed(Fill(&mut fields))? {
-                        None => None,
-                        Some(()) => Some(parser.allocation(&fields, &array.index(index))),
-                    })
+                    Ok(seq
+                        .next_element_seed(Fill(&mut fields))?
+                        .map(|()| parser.allocation(&fields, &array.index(index))))
                 })?;
                 Ok(ReadElements::Allocations(read))
             }
