@@ -339,7 +339,8 @@ pub struct SimulateArgs {
     /// now. The default is fixed, so the same seed writes the same files.
     #[arg(long, value_name = "TIME", default_value = "2026-12-01T08:00:00Z", value_parser = parse_wall_start)]
     pub wall_start: i64,
-    /// Wait this long after each dump (e.g. 500ms, 2s), to play a running job for import --follow.
+    /// Wait this long after each dump (e.g. 500ms, 2s), to play a running job for import --follow;
+    /// each dump's wall_time is then the real time it is written.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub pace: Option<std::time::Duration>,
 

@@ -323,12 +323,24 @@ fn dump_node(
                    "provenance": strings.value(&store.provenance)})
         })
         .collect();
-    let wall_time = crate::units::rfc3339_utc(
-        config
-            .wall_start_unix
-            .saturating_add(time_ns.div_euclid(1_000_000_000)),
-        time_ns.rem_euclid(1_000_000_000) as u32,
-    );
+    // Paced, the run plays a live job: each dump's wall time is when it is written. Otherwise the
+    // start plus the dump's run time, so the same seed gives the same files.
+    let wall_time = match std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .filter(|_| !config.pace.is_zero())
+    {
+        Some(now) => crate::units::rfc3339_utc(
+            i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+            now.subsec_nanos(),
+        ),
+        None => crate::units::rfc3339_utc(
+            config
+                .wall_start_unix
+                .saturating_add(time_ns.div_euclid(1_000_000_000)),
+            time_ns.rem_euclid(1_000_000_000) as u32,
+        ),
+    };
     let mut snapshot =
         json!({"seq": seq, "time_ns": time_ns, "wall_time": wall_time, "reason": reason});
     if let Some(note) = note {

@@ -188,3 +188,60 @@ fn bad_options_are_refused() {
         .assert()
         .code(2);
 }
+
+/// With `--pace`, each dump's wall_time is when it was written, so dumps written 300 ms apart say
+/// so (issue 18, item 9: they were 10 ms apart, the simulated step).
+#[test]
+fn paced_dumps_carry_the_time_they_were_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("paced");
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    crate::common::memstate()
+        .args([
+            "simulate",
+            "--nodes",
+            "1",
+            "--gpus",
+            "1",
+            "--steps",
+            "30",
+            "--dump-every",
+            "10",
+            "--pace",
+            "300ms",
+            "--out",
+        ])
+        .arg(&out)
+        .assert()
+        .code(0);
+    let mut files: Vec<_> = files_under(&out)
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    files.sort();
+    let times: Vec<f64> = files
+        .iter()
+        .map(|path| {
+            let dump: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            let text = dump["snapshot"]["wall_time"].as_str().unwrap().to_string();
+            // Whole seconds from the library's reader; the fraction by hand (".nnnnnnnnnZ").
+            let fraction: f64 = text
+                .split_once('.')
+                .map(|(_, rest)| format!("0.{}", rest.trim_end_matches('Z')).parse().unwrap())
+                .unwrap_or(0.0);
+            memstate::units::unix_seconds(&text).unwrap() as f64 + fraction
+        })
+        .collect();
+    assert!(times.len() >= 3, "{files:?}");
+    assert!(
+        times[0] >= started - 1.0,
+        "written now, not at the default start"
+    );
+    for pair in times.windows(2) {
+        assert!(pair[1] - pair[0] >= 0.25, "{times:?}");
+    }
+}
