@@ -61,6 +61,17 @@ pub enum FollowEvent<'a> {
     },
     /// A dump or an input was refused (once).
     Refused { error: &'a Error },
+    /// A dump that landed holds a failed request: the moment a user following a job waits for.
+    OutOfMemory {
+        run: &'a str,
+        node: i64,
+        seq: i64,
+        /// The memory's kind and id (`GPU_FB_MEM 0x1e00000000000002`).
+        memory: String,
+        request: u64,
+        /// What the dump's own figures say of it: exhaustion, fragmentation, or room now.
+        verdict: &'static str,
+    },
     /// A scan ended; the counts so far and the latest seq of each (run, node).
     Scanned {
         summary: &'a ImportSummary,
@@ -146,6 +157,26 @@ fn marks_of(path: &Path, offset: u64) -> Option<(u64, u64)> {
     let before = offset.saturating_sub(MARK_BYTES);
     let tail = hash_of(path, before, offset - before)?;
     Some((head, tail))
+}
+
+/// The failed requests of a dump, each with its memory and what the dump's figures say of it.
+fn failures(prepared: &dump::Prepared) -> Vec<(String, u64, &'static str)> {
+    let dump = &prepared.dump;
+    let mut found = Vec::new();
+    for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
+        for request in &memory.failed_requests {
+            let verdict = if figures.free_bytes < request.size {
+                "exhaustion: fewer free bytes than asked for"
+            } else if figures.largest_hole < request.size {
+                "fragmentation: enough free bytes, but no hole big enough"
+            } else {
+                "a hole is big enough now"
+            };
+            let label = format!("{} {}", dump.text(memory.kind), dump::format_id(memory.id));
+            found.push((label, request.size, verdict));
+        }
+    }
+    found
 }
 
 /// Whether a file's first bytes are those of gzip or zstd.
@@ -475,6 +506,18 @@ impl Follower<'_> {
                             seq,
                             outcome: &outcome,
                         });
+                        if !matches!(outcome, Outcome::Unchanged { .. }) {
+                            for (memory, request, verdict) in failures(&prepared) {
+                                report(FollowEvent::OutOfMemory {
+                                    run: &run,
+                                    node,
+                                    seq,
+                                    memory,
+                                    request,
+                                    verdict,
+                                });
+                            }
+                        }
                     }
                     Err(error @ Error::Input { .. }) => self.refuse(&error, report),
                     Err(error) => return Err(error),

@@ -13,7 +13,7 @@ use memstate::dump::read::Limits;
 use memstate::follow::{FollowEvent, FollowOptions};
 use memstate::ingest::{self, ImportEvent, ImportSummary, IngestOptions};
 use memstate::query::{Cell, Report, Table};
-use memstate::units::{counted, visible};
+use memstate::units::{counted, human, visible};
 use memstate::{db, Result};
 
 use super::{error_line, progress_bar, Printer};
@@ -202,7 +202,8 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
         &args.read.paths,
         options,
         &stop,
-        &mut |event| match event {
+        &mut |event| {
+            match event {
             FollowEvent::Watching { how } => {
                 let paths = if args.read.paths.len() == 1 {
                     "1 path".to_string()
@@ -221,9 +222,28 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
                 last_landed = Some((run.to_string(), node, seq, Instant::now()))
             }
             FollowEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
+            FollowEvent::OutOfMemory {
+                run,
+                node,
+                seq,
+                memory,
+                request,
+                verdict,
+            } => bar.suspend(|| {
+                // Said even with --quiet: it is what the user is waiting for.
+                eprintln!(
+                    "out of memory: {} node {node} seq {seq}, {}: a request of {} failed ({verdict}); the story: memstate --db {} oom --snapshot {}",
+                    visible(run),
+                    visible(&memory),
+                    human(request),
+                    visible(&db_path.display().to_string()),
+                    visible(&format!("{run}:{node}:{seq}"))
+                )
+            }),
             FollowEvent::Scanned { summary, latest } => {
                 bar.set_message(follow_status(summary, latest, last_landed.as_ref()))
             }
+        }
         },
     );
     bar.finish_and_clear();

@@ -383,3 +383,39 @@ fn an_idle_follower_does_not_wake_itself() {
     // 4 s of idling at 100 ms backing off to 800 ms is about 8 scans; waking itself, hundreds.
     assert!(idle_scans <= 20, "{idle_scans} idle scans of {scans}");
 }
+
+/// A followed dump with a failed request says so at once, in one line: node, memory, request,
+/// verdict and the command that tells the story (issue 18, item 8). The design's example: 300000
+/// bytes asked of a GPU memory with 323584 free and a largest hole of 225280 (fragmentation).
+#[test]
+fn follow_says_when_an_out_of_memory_dump_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let db = dir.path().join("t.db");
+    let follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+        .env_remove("MEMSTATE_DB")
+        .arg("--db")
+        .arg(&db)
+        .args(["import", "--follow", "--quiet", "--interval", "100ms"])
+        .arg(&docs)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follower = Follower(follower);
+    write_json(&docs, "small.json", &crate::common::small());
+    wait_for(&db, 1, "the example dump");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (code, _, stderr) = follower.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    let line = stderr
+        .lines()
+        .find(|line| line.starts_with("out of memory:"))
+        .unwrap_or_else(|| panic!("no out-of-memory line: {stderr}"));
+    assert!(
+        line.contains("example-run node 0 seq 3, GPU_FB_MEM 0x1e00000000000003: a request of 293 KiB failed (fragmentation")
+            && line.ends_with(&format!("memstate --db {} oom --snapshot example-run:0:3", db.display())),
+        "{line}"
+    );
+}
