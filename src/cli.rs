@@ -108,8 +108,9 @@ pub enum Command {
     /// Print a shell completion script: memstate completions bash > /etc/bash_completion.d/memstate
     Completions(CompletionsArgs),
 
-    /// Print the manual page (roff): memstate man > memstate.1; man ./memstate.1
-    Man,
+    /// Print a manual page (roff): memstate man > memstate.1; man ./memstate.1. With a command's
+    /// name, that command's page (memstate man holes); with --all DIR, every page into DIR.
+    Man(ManArgs),
 }
 
 /// Output formats (the library's `query::Format`).
@@ -553,7 +554,7 @@ pub struct DatasetteArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// The canned query to run (see --list).
-    #[arg(required_unless_present = "list")]
+    #[arg(required_unless_present = "list", value_parser = ReportName, hide_possible_values = true)]
     pub name: Option<String>,
     /// List the canned queries with their parameters and columns.
     #[arg(long)]
@@ -657,6 +658,44 @@ pub struct PlotArgs {
     /// The SVG file to write (the name must end in .svg).
     #[arg(long, value_name = "FILE.svg")]
     pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// A command whose page to print (holes, report, ...); without one, memstate's own page.
+    #[arg(value_name = "COMMAND", conflicts_with = "all")]
+    pub command: Option<String>,
+    /// Write memstate.1 and one memstate-COMMAND.1 a command into this folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub all: Option<PathBuf>,
+}
+
+/// The canned queries' names for completions and help, while any name is taken here (an unknown
+/// one is refused by `report` itself, with the list).
+#[derive(Clone)]
+struct ReportName;
+
+impl clap::builder::TypedValueParser for ReportName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _command: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Ok(value.to_string_lossy().into_owned())
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            memstate::query::canned::all()
+                .into_iter()
+                .map(|query| clap::builder::PossibleValue::new(query.name)),
+        ))
+    }
 }
 
 #[derive(Debug, Args)]

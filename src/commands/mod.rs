@@ -53,7 +53,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Plot(args) => plot::run(&db, &args),
         Command::DatasetteMetadata(args) => datasette::run(&db, &args),
         Command::Completions(args) => completions::completions(&args),
-        Command::Man => completions::man(),
+        Command::Man(args) => completions::man(&args),
     }
 }
 

@@ -868,3 +868,53 @@ fn the_demo_writes_the_database_named_with_db() {
         "{stdout}"
     );
 }
+
+/// Completions offer the canned queries after `report`; `man COMMAND` prints that command's page
+/// and `man --all DIR` writes every page (issue 18, item 11).
+#[test]
+fn completions_name_the_reports_and_man_has_a_page_per_command() {
+    let bash = memstate().args(["completions", "bash"]).output().unwrap();
+    let script = String::from_utf8_lossy(&bash.stdout);
+    for query in memstate::query::canned::all() {
+        assert!(script.contains(query.name), "{} is not offered", query.name);
+    }
+    let holes = memstate().args(["man", "holes"]).output().unwrap();
+    assert_eq!(holes.status.code(), Some(0));
+    let page = String::from_utf8_lossy(&holes.stdout);
+    assert!(
+        page.contains(".TH memstate-holes 1"),
+        "{}",
+        &page[..page.len().min(300)]
+    );
+    memstate().args(["man", "no-such-command"]).assert().code(2);
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("man");
+    memstate()
+        .args(["man", "--all"])
+        .arg(&folder)
+        .assert()
+        .code(0);
+    let mut names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for expected in [
+        "memstate.1",
+        "memstate-holes.1",
+        "memstate-report.1",
+        "memstate-import.1",
+    ] {
+        assert!(
+            names.iter().any(|name| name == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    for name in &names {
+        let text = std::fs::read_to_string(folder.join(name)).unwrap();
+        assert!(
+            text.contains(&format!(".TH {} 1", name.trim_end_matches(".1"))),
+            "{name}"
+        );
+    }
+}
