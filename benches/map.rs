@@ -109,8 +109,8 @@ fn history(dir: &std::path::Path) {
         let database = memstate::db::open_read_only(&db_path).expect("bench: open read-only");
         let memory =
             memstate::query::select::memory_ids(&database.conn, 1, None).expect("bench: memory")[0];
-        let history =
-            memstate::query::load::history(&database.conn, memory, None).expect("bench: history");
+        let history = memstate::query::history::history(&database.conn, memory, None)
+            .expect("bench: history");
         spans = history.spans.len();
         let page = memstate::viz::html::render(&memstate::viz::html::Page {
             title: "bench",

@@ -4,6 +4,7 @@
 //! of `query::load` fill these types from the public views, so every answer here can be worked out
 //! by hand from a fixture.
 
+pub mod bins;
 pub mod window;
 
 use serde::Serialize;

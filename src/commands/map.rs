@@ -6,7 +6,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
 use memstate::analysis::{Blockers, History, Layout, Verdict};
-use memstate::query::{load, select, Cell, Report, Table};
+use memstate::query::{history, load, select, Cell, Report, Table};
 use memstate::units::{counted, human, visible};
 use memstate::viz::{html, terminal};
 use memstate::{db, Error, Result};
@@ -247,7 +247,7 @@ pub(super) fn failure_page(
 }
 
 /// The history of each memory, each once; a history too long to draw span by span keeps its
-/// spans whole around the request marked on that memory (see [`load::history`]).
+/// spans whole around the request marked on that memory (see [`history::history`]).
 fn histories(
     conn: &Connection,
     mut memory_ids: Vec<i64>,
@@ -269,7 +269,7 @@ fn histories(
     };
     memory_ids
         .into_iter()
-        .map(|memory_id| load::history(conn, memory_id, window_of(memory_id)))
+        .map(|memory_id| history::history(conn, memory_id, window_of(memory_id)))
         .collect()
 }
 

@@ -4,7 +4,7 @@
 use rusqlite::types::Value as SqlValue;
 use rusqlite::Connection;
 
-use super::{query_error, Cell, Table};
+use super::{query_error, Cell, MemoryFilter, Table};
 use crate::dump::State;
 use crate::error::{Error, Result};
 
@@ -65,18 +65,21 @@ pub fn memory_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
 pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
     // One query a snapshot for all its memories (not one a memory: thousands of memories would
     // cost seconds), put back in the order of the pairs.
-    let sql = "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
-                      t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
-                      t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes, t.memory_id
-               FROM memory_trend t
-               WHERE t.snapshot_id = ?1 AND t.memory_id IN (SELECT value FROM json_each(?2))";
     let mut result: Option<Table> = None;
     for (snapshot_id, memory_ids) in super::select::by_snapshot(pairs) {
-        let wanted = serde_json::Value::from(memory_ids.clone()).to_string();
+        let memories = MemoryFilter::of(&memory_ids, 2);
+        let sql = format!(
+            "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
+                    t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
+                    t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes, t.memory_id
+             FROM memory_trend t
+             WHERE t.snapshot_id = ?1 AND t.memory_id {}",
+            memories.sql
+        );
         let mut found = table(
             conn,
-            sql,
-            &[SqlValue::Integer(snapshot_id), SqlValue::Text(wanted)],
+            &sql,
+            &[SqlValue::Integer(snapshot_id), memories.value],
         )?;
         let last = found.columns.len() - 1;
         let mut by_memory: std::collections::HashMap<i64, Vec<Cell>> = found
@@ -146,21 +149,12 @@ pub fn allocation_table(
 ) -> Result<Table> {
     // Only the filters given become SQL, so that the one-snapshot search of the allocations view
     // stays a plain index search; memories are joined after the limit, objects only where shown.
-    // The memories as one JSON array parameter: a list of bound variables stops at 32,766.
-    // One memory is named with `=`: SQLite plans a list of memories over the view as a scan of
-    // the node's memories, which costs what all of them cost.
-    let (memory_condition, memories) = match memory_ids {
-        [one] => ("= ?4", SqlValue::Integer(*one)),
-        many => (
-            "IN (SELECT value FROM json_each(?4))",
-            SqlValue::Text(serde_json::to_string(many).unwrap_or_else(|_| "[]".to_string())),
-        ),
-    };
+    let memories = MemoryFilter::of(memory_ids, 4);
     let mut parameters = vec![
         SqlValue::Integer(snapshot_id),
         SqlValue::Integer(top),
         SqlValue::Null,
-        memories,
+        memories.value,
     ];
     let run_id: i64 = conn
         .query_row(
@@ -170,7 +164,7 @@ pub fn allocation_table(
         )
         .map_err(query_error)?;
     parameters[2] = SqlValue::Integer(run_id);
-    let mut conditions = format!("a.snapshot_id = ?1 AND a.memory_id {memory_condition}");
+    let mut conditions = format!("a.snapshot_id = ?1 AND a.memory_id {}", memories.sql);
     let state = filter.state.map(|state| state.as_str().to_string());
     for (column, operator, value) in [
         ("kind", "=", &filter.kind),

@@ -1,25 +1,23 @@
 //! Loading the analyses' inputs from the public views: a memory's layout at a snapshot, failed
-//! requests, a snapshot's allocations for a diff, a figure's series across a run. Every question
-//! here is about one snapshot, one memory or one run, and the views answer it through indexes.
+//! requests, a snapshot's allocations for a diff, a figure's series across a run (a memory's
+//! history for the page is in [`super::history`]). Every question here is about one snapshot,
+//! one memory or one run, and the views answer it through indexes.
 
 use std::collections::HashMap;
 
 use rusqlite::{params, Connection};
 
-use super::query_error;
-use crate::analysis::{
-    AllocationInfo, FailedAt, History, HistorySpan, HistorySummary, Layout, OomMark, Placed,
-    Request, Series,
-};
+use super::{query_error, MemoryFilter};
+use crate::analysis::{AllocationInfo, FailedAt, Layout, OomMark, Placed, Request, Series};
 use crate::dump::{Range, State};
 use crate::error::{Error, Result};
 
-fn to_u64(value: i64) -> u64 {
+pub(super) fn to_u64(value: i64) -> u64 {
     value.max(0) as u64
 }
 
 /// A state read from a view (which only ever shows the four names).
-fn state(text: &str) -> rusqlite::Result<State> {
+pub(super) fn state(text: &str) -> rusqlite::Result<State> {
     State::parse(text).ok_or_else(|| {
         rusqlite::Error::InvalidColumnType(
             0,
@@ -61,29 +59,6 @@ pub fn hole_layouts(
 /// node's memories: as cheap as one memory's search only for one memory).
 const ONE_BY_ONE: usize = 32;
 
-/// Which memories a layout query reads: one (`= ?2`) or a JSON list (`IN json_each(?2)`).
-struct MemoryFilter {
-    sql: &'static str,
-    value: rusqlite::types::Value,
-}
-
-impl MemoryFilter {
-    fn of(memory_ids: &[i64]) -> MemoryFilter {
-        match memory_ids {
-            [one] => MemoryFilter {
-                sql: "= ?2",
-                value: rusqlite::types::Value::Integer(*one),
-            },
-            many => MemoryFilter {
-                sql: "IN (SELECT value FROM json_each(?2))",
-                value: rusqlite::types::Value::Text(
-                    serde_json::Value::from(many.to_vec()).to_string(),
-                ),
-            },
-        }
-    }
-}
-
 fn load_layouts(
     conn: &Connection,
     snapshot_id: i64,
@@ -102,7 +77,7 @@ fn load_layouts(
         }
         return Ok(all);
     }
-    let filter = MemoryFilter::of(memory_ids);
+    let filter = MemoryFilter::of(memory_ids, 2);
     let wanted = &filter.value;
     let mut statement = conn
         .prepare(&format!(
@@ -481,290 +456,4 @@ pub fn recent_figures(
     let mut recent: Vec<Recent> = rows.collect::<rusqlite::Result<_>>().map_err(query_error)?;
     recent.reverse();
     Ok(recent)
-}
-
-/// The most allocation spans a history keeps whole; past it, a page would pass 20 MiB (and the
-/// spans, loaded with their texts, hundreds of MiB), so the history is summarized.
-pub const HISTORY_DETAIL_SPANS: u64 = 100_000;
-
-/// The summary grid of a large history: time bins (at most) and address bins.
-const HISTORY_TIME_BINS: usize = 600;
-const HISTORY_ADDRESS_BINS: usize = 400;
-
-/// A memory across its run: the node's snapshots and the spans of the memory's allocations, each
-/// drawn from its first snapshot's time to the time of the snapshot after its last.
-///
-/// A memory with more than [`HISTORY_DETAIL_SPANS`] spans is summarized (level of detail): every
-/// span goes into a grid of time and address bins in one streaming pass (nothing of it kept), and
-/// only the spans crossing an address range around `focus` (the failed request's window; the
-/// busiest addresses without one) are loaded whole, as many as fit. Memory and page size stay
-/// bounded whatever the run's length.
-pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> Result<History> {
-    let (run, node, handle, kind, run_id): (String, i64, String, String, i64) = conn
-        .query_row(
-            "SELECT run, node, handle, kind, run_id FROM memories WHERE memory_id = ?1",
-            [memory_id],
-            |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                ))
-            },
-        )
-        .map_err(query_error)?;
-    let capacity: i64 = conn
-        .query_row(
-            "SELECT coalesce(max(capacity), 0) FROM memory_stats WHERE memory_id = ?1",
-            [memory_id],
-            |row| row.get(0),
-        )
-        .map_err(query_error)?;
-    let capacity = to_u64(capacity);
-    let mut statement = conn
-        .prepare("SELECT snapshot_id, time_s, reason = 'oom', seq FROM snapshots WHERE run_id = ?1 AND node = ?2 ORDER BY seq")
-        .map_err(query_error)?;
-    let rows: Vec<(i64, f64, bool, i64)> = statement
-        .query_map(params![run_id, node], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(query_error)?;
-    let seqs: Vec<i64> = rows.iter().map(|row| row.3).collect();
-    let snapshots: Vec<(i64, f64, bool)> = rows.iter().map(|row| (row.0, row.1, row.2)).collect();
-    // When a span ends: the next snapshot's time, or one interval past the last one.
-    let position: HashMap<i64, usize> = snapshots
-        .iter()
-        .enumerate()
-        .map(|(index, (id, _, _))| (*id, index))
-        .collect();
-    let last_interval = match snapshots.as_slice() {
-        [.., (_, before, _), (_, last, _)] => (last - before).max(1e-9),
-        _ => 1.0,
-    };
-    let end_at = |index: usize| -> f64 {
-        match snapshots.get(index + 1) {
-            Some(next) => next.1,
-            None => snapshots
-                .get(index)
-                .map_or(0.0, |this| this.1 + last_interval),
-        }
-    };
-    let end_of = |snapshot_id: i64| -> f64 {
-        position
-            .get(&snapshot_id)
-            .map_or(0.0, |&index| end_at(index))
-    };
-    // How many spans: a count on the span table itself (an index search by memory).
-    let total: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM allocation_span WHERE memory_id = ?1",
-            [memory_id],
-            |row| row.get(0),
-        )
-        .map_err(query_error)?;
-    let summary = if to_u64(total) > HISTORY_DETAIL_SPANS && !snapshots.is_empty() {
-        Some(summarize_history(
-            conn,
-            memory_id,
-            capacity,
-            &seqs,
-            &end_at,
-            &snapshots,
-            focus,
-            to_u64(total),
-        )?)
-    } else {
-        None
-    };
-    let (low, high) = summary.as_ref().map_or((0, i64::MAX), |summary| {
-        (
-            i64::try_from(summary.detail.0).unwrap_or(i64::MAX),
-            i64::try_from(summary.detail.1).unwrap_or(i64::MAX),
-        )
-    });
-    let mut statement = conn
-        .prepare(
-            "SELECT s.first_time_ns / 1e9, s.last_snapshot_id, s.offset, s.size, s.state, s.kind, s.provenance, s.label, s.uid,
-                    (SELECT group_concat(DISTINCT ao.object_id) FROM allocation_objects ao WHERE ao.run_id = ?2 AND ao.uid = s.uid),
-                    s.first_snapshot_id
-             FROM allocation_spans s
-             WHERE s.memory_id = ?1 AND s.offset < ?4 AND s.offset + s.size > ?3
-             ORDER BY s.first_seq, s.offset
-             LIMIT ?5",
-        )
-        .map_err(query_error)?;
-    let limit = i64::try_from(HISTORY_DETAIL_SPANS).unwrap_or(i64::MAX);
-    let spans = statement
-        .query_map(params![memory_id, run_id, low, high, limit], |row| {
-            let last: i64 = row.get(1)?;
-            Ok(HistorySpan {
-                from_s: row.get(0)?,
-                to_s: end_of(last),
-                offset: to_u64(row.get(2)?),
-                size: to_u64(row.get(3)?),
-                state: state(&row.get::<_, String>(4)?)?,
-                kind: row.get(5)?,
-                provenance: row.get(6)?,
-                label: row.get(7)?,
-                uid: row.get(8)?,
-                objects: row.get(9)?,
-                first_snapshot_id: row.get(10)?,
-                last_snapshot_id: last,
-            })
-        })
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<Vec<_>>>()
-        .map_err(query_error)?;
-    Ok(History {
-        run,
-        node,
-        handle,
-        kind,
-        capacity,
-        snapshots,
-        spans,
-        summary,
-    })
-}
-
-/// One streaming pass over a memory's spans: the grid of a [`HistorySummary`], and the address
-/// range around `focus` whose spans fit [`HISTORY_DETAIL_SPANS`]. Reads memstate's private span
-/// table (integer states, sequence numbers): the public view's joins would cost seconds a million
-/// spans, for columns this pass does not need.
-#[allow(clippy::too_many_arguments)]
-fn summarize_history(
-    conn: &Connection,
-    memory_id: i64,
-    capacity: u64,
-    seqs: &[i64],
-    end_at: &dyn Fn(usize) -> f64,
-    snapshots: &[(i64, f64, bool)],
-    focus: Option<(u64, u64)>,
-    total: u64,
-) -> Result<HistorySummary> {
-    let count = seqs.len();
-    let time_bins = count.clamp(1, HISTORY_TIME_BINS);
-    let address_bins = HISTORY_ADDRESS_BINS;
-    let capacity = capacity.max(1);
-    let bin_bytes = (capacity as f64 / address_bins as f64).max(1.0);
-    let time_bin = |index: usize| index * time_bins / count.max(1);
-    let address_bin = |offset: u64| ((offset as f64 / bin_bytes) as usize).min(address_bins - 1);
-    // Bytes a state holds in each cell, through a difference array in time (a span adds its
-    // bytes at its first time bin and takes them away after its last), and spans starting in
-    // each address bin (to choose the detail range).
-    let cells = time_bins * address_bins;
-    let mut change = vec![[0f64; 4]; (time_bins + 1) * address_bins];
-    let mut starting = vec![0u64; address_bins];
-    let index_of = |seq: i64| seqs.partition_point(|&known| known < seq).min(count - 1);
-    let mut statement = conn
-        .prepare("SELECT first_seq, last_seq, offset, size, state FROM allocation_span WHERE memory_id = ?1")
-        .map_err(query_error)?;
-    let mut rows = statement.query([memory_id]).map_err(query_error)?;
-    while let Some(row) = rows.next().map_err(query_error)? {
-        let first: i64 = row.get(0).map_err(query_error)?;
-        let last: Option<i64> = row.get(1).map_err(query_error)?;
-        let offset = to_u64(row.get(2).map_err(query_error)?);
-        let size = to_u64(row.get(3).map_err(query_error)?);
-        let state = (row.get::<_, i64>(4).map_err(query_error)?).clamp(0, 3) as usize;
-        let (from, to) = (
-            time_bin(index_of(first)),
-            time_bin(last.map_or(count - 1, index_of)),
-        );
-        let end = offset.saturating_add(size);
-        let (a0, a1) = (address_bin(offset), address_bin(end.saturating_sub(1)));
-        starting[a0] += 1;
-        for bin in a0..=a1 {
-            // The span's bytes inside this address bin.
-            let low = (bin as f64 * bin_bytes).max(offset as f64);
-            let high = ((bin + 1) as f64 * bin_bytes).min(end as f64);
-            let bytes = (high - low).max(0.0);
-            change[from * address_bins + bin][state] += bytes;
-            change[(to + 1) * address_bins + bin][state] -= bytes;
-        }
-    }
-    let mut running = vec![[0f64; 4]; address_bins];
-    let mut out = Vec::new();
-    for time in 0..time_bins {
-        for bin in 0..address_bins {
-            for state in 0..4 {
-                running[bin][state] += change[time * address_bins + bin][state];
-            }
-            let held = &running[bin];
-            let used: f64 = held.iter().map(|bytes| bytes.max(0.0)).sum();
-            if used <= 0.5 {
-                continue;
-            }
-            let (best, _) = held
-                .iter()
-                .enumerate()
-                .fold((0, f64::MIN), |best, (state, &bytes)| {
-                    if bytes > best.1 {
-                        (state, bytes)
-                    } else {
-                        best
-                    }
-                });
-            let share = ((used / bin_bytes) * 100.0).ceil().clamp(1.0, 100.0) as u8;
-            out.push((time as u16, bin as u16, best as u8, share));
-        }
-    }
-    debug_assert!(out.len() <= cells);
-    // The detail range: address bins grown from the focus (or the bin where most spans start)
-    // while the spans starting in them fit.
-    let centre = match focus {
-        Some((start, end)) => address_bin(start + (end.saturating_sub(start)) / 2),
-        None => (0..address_bins)
-            .max_by_key(|&bin| starting[bin])
-            .unwrap_or(0),
-    };
-    let (mut low, mut high) = (centre, centre);
-    let mut kept = starting[centre];
-    loop {
-        let left = (low > 0).then(|| starting[low - 1]);
-        let right = (high + 1 < address_bins).then(|| starting[high + 1]);
-        let grow_left = match (left, right) {
-            (Some(l), Some(r)) => l <= r,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        let add = if grow_left { left } else { right }.unwrap_or(0);
-        if kept + add > HISTORY_DETAIL_SPANS {
-            break;
-        }
-        kept += add;
-        if grow_left {
-            low -= 1;
-        } else {
-            high += 1;
-        }
-    }
-    let detail = (
-        (low as f64 * bin_bytes) as u64,
-        if high + 1 == address_bins {
-            capacity
-        } else {
-            ((high + 1) as f64 * bin_bytes) as u64
-        },
-    );
-    let mut time_edges: Vec<f64> = (0..time_bins)
-        .map(|bin| {
-            let index = (bin * count).div_ceil(time_bins);
-            snapshots
-                .get(index.min(count - 1))
-                .map_or(0.0, |snapshot| snapshot.1)
-        })
-        .collect();
-    time_edges.push(end_at(count - 1));
-    Ok(HistorySummary {
-        total_spans: total,
-        detail,
-        time_edges,
-        address_bins,
-        cells: out,
-    })
 }

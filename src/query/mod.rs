@@ -4,6 +4,7 @@
 
 pub mod canned;
 pub mod datasette;
+pub mod history;
 pub mod listing;
 pub mod load;
 pub mod output;
@@ -182,5 +183,31 @@ fn describe_sql_error(error: &rusqlite::Error) -> String {
         }
         rusqlite::Error::MultipleStatement => "only one SQL statement may be given".to_string(),
         _ => error.to_string(),
+    }
+}
+
+/// Which memories a query over the views reads, bound to parameter `?N`: one (`= ?N`) or a JSON
+/// list (`IN json_each(?N)`: a list of bound variables would stop at 32,766). One memory is named
+/// with `=` because SQLite plans a list of memory ids over the views as a scan of the node's
+/// memories, which costs what all of them cost (0.3 s instead of 0.01 s with 40,000 memories).
+pub(crate) struct MemoryFilter {
+    pub sql: String,
+    pub value: rusqlite::types::Value,
+}
+
+impl MemoryFilter {
+    pub fn of(memory_ids: &[i64], parameter: usize) -> MemoryFilter {
+        match memory_ids {
+            [one] => MemoryFilter {
+                sql: format!("= ?{parameter}"),
+                value: rusqlite::types::Value::Integer(*one),
+            },
+            many => MemoryFilter {
+                sql: format!("IN (SELECT value FROM json_each(?{parameter}))"),
+                value: rusqlite::types::Value::Text(
+                    serde_json::Value::from(many.to_vec()).to_string(),
+                ),
+            },
+        }
     }
 }

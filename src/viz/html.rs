@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use crate::analysis::bins::{dominant, AddressBins};
 use crate::analysis::{History, Layout};
 use crate::dump::State;
 
@@ -201,26 +202,15 @@ fn summarize_layout<'l>(
         .map(|allocation| allocation.offset.saturating_add(allocation.size))
         .max()
         .unwrap_or(low);
-    let capacity = layout.capacity.max(1);
-    let bin_bytes = (capacity as f64 / MAP_BINS as f64).max(1.0);
+    let address = AddressBins::new(layout.capacity, MAP_BINS);
     let mut bins = vec![([0f64; 4], 0u32); MAP_BINS];
     for (index, allocation) in ordered.iter().enumerate() {
         if kept.contains(&index) {
             continue;
         }
-        let end = allocation.offset.saturating_add(allocation.size);
-        let first_bin = ((allocation.offset as f64 / bin_bytes) as usize).min(MAP_BINS - 1);
-        let last_bin = ((end.saturating_sub(1) as f64 / bin_bytes) as usize).min(MAP_BINS - 1);
-        bins[first_bin].1 += 1;
-        for (bin, held) in bins
-            .iter_mut()
-            .enumerate()
-            .take(last_bin + 1)
-            .skip(first_bin)
-        {
-            let from = (bin as f64 * bin_bytes).max(allocation.offset as f64);
-            let to = ((bin + 1) as f64 * bin_bytes).min(end as f64);
-            held.0[allocation.state.code() as usize] += (to - from).max(0.0);
+        bins[address.of(allocation.offset)].1 += 1;
+        for (bin, bytes) in address.spread(allocation.offset, allocation.size) {
+            bins[bin].0[allocation.state.code() as usize] += bytes;
         }
     }
     let mut flat = Vec::new();
@@ -229,15 +219,12 @@ fn summarize_layout<'l>(
         if used <= 0.0 {
             continue;
         }
-        let state = (0..4).fold(0, |best, state| {
-            if bytes[state] > bytes[best] {
-                state
-            } else {
-                best
-            }
-        });
-        let share = ((used / bin_bytes) * 100.0).ceil().clamp(1.0, 100.0);
-        flat.extend([bin as f64, state as f64, share, f64::from(*count)]);
+        flat.extend([
+            bin as f64,
+            dominant(bytes) as f64,
+            f64::from(address.share_percent(used)),
+            f64::from(*count),
+        ]);
     }
     let summary = json!({
         "total": ordered.len(),
