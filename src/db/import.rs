@@ -19,10 +19,11 @@ use rusqlite::{
 };
 
 use super::legacy;
-use super::spans::{
-    self, AllocationAttrs, AllocationSpans, HoleSpans, OpenList, Span, SpanList, SpanTable,
-};
-use crate::dump::{Allocation, Annotations, Memory, MemoryFigures, Object, Prepared, Sym};
+use super::remove::remove_snapshot;
+use super::rows::{allocation_attrs, figure_values, id_bits, neighbours, node_memories, size_bits};
+use super::span_tables::{AllocationAttrs, AllocationSpans, HoleSpans, SpanTable};
+use super::spans::{self, OpenList, Span, SpanList};
+use crate::dump::{Annotations, Object, Prepared, Sym};
 use crate::error::{Error, Result};
 
 /// What importing one dump did.
@@ -79,61 +80,6 @@ pub struct Importer<'c> {
 
 /// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
 const DIGEST_VERSION: i64 = 2;
-
-/// The 64-bit pattern of an id, as SQLite stores it.
-pub(super) fn id_bits(id: u64) -> i64 {
-    id as i64
-}
-
-/// Sizes are below 2^63 by validation.
-pub(super) fn size_bits(size: u64) -> i64 {
-    size as i64
-}
-
-/// A stored allocation's attributes, its texts given as string ids.
-pub(super) fn allocation_attrs(
-    allocation: &Allocation,
-    kind: i64,
-    provenance: Option<i64>,
-    label: Option<i64>,
-) -> AllocationAttrs {
-    AllocationAttrs::new(
-        size_bits(allocation.offset),
-        size_bits(allocation.size),
-        allocation.state.code() as u8, // 0 to 3
-        kind,
-        [
-            allocation.handle.map(id_bits),
-            allocation.alignment.map(size_bits),
-            allocation.created_ns,
-            provenance,
-            label,
-            allocation.gc_priority,
-        ],
-        allocation.attrs.clone(),
-    )
-}
-
-/// A memory's stored figures at a snapshot, in the order of `memory_state`'s columns after its
-/// key (capacity to holes_listed).
-pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value; 12] {
-    [
-        Value::Integer(size_bits(figures.capacity)),
-        memory.alignment.map_or(Value::Null, |alignment| {
-            Value::Integer(size_bits(alignment))
-        }),
-        Value::Integer(size_bits(figures.allocation_count)),
-        Value::Integer(size_bits(figures.used_bytes)),
-        Value::Integer(size_bits(figures.free_bytes)),
-        Value::Integer(size_bits(figures.hole_count)),
-        Value::Integer(size_bits(figures.largest_hole)),
-        Value::Real(figures.fragmentation),
-        Value::Integer(size_bits(figures.reclaimable_bytes)),
-        Value::Integer(size_bits(figures.largest_reclaimable)),
-        Value::Integer(size_bits(figures.unaccounted_bytes)),
-        Value::Integer(i64::from(memory.listed_holes.is_some())),
-    ]
-}
 
 /// What is stored under a dump's identity before it is written.
 enum Existing {
@@ -653,82 +599,6 @@ fn intern(
     cache.insert(text.to_string(), id);
     new_strings.push(text.to_string());
     Ok(id)
-}
-
-/// The imported seqs of a node just before and just after `seq`.
-fn neighbours(
-    conn: &Connection,
-    run_id: i64,
-    node: i64,
-    seq: i64,
-) -> rusqlite::Result<(Option<i64>, Option<i64>)> {
-    conn.query_row(
-        "SELECT (SELECT max(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3),
-                (SELECT min(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq > ?3)",
-        params![run_id, node, seq],
-        |row| Ok((row.get(0)?, row.get(1)?)),
-    )
-}
-
-/// Every memory a node has had.
-pub(super) fn node_memories(
-    conn: &Connection,
-    run_id: i64,
-    node: i64,
-) -> rusqlite::Result<Vec<i64>> {
-    let mut statement =
-        conn.prepare_cached("SELECT id FROM memory WHERE run_id = ?1 AND node = ?2 ORDER BY id")?;
-    let rows = statement.query_map(params![run_id, node], |row| row.get(0))?;
-    rows.collect()
-}
-
-/// Remove a snapshot and everything that is only its (for `--replace`), keeping the spans exact.
-fn remove_snapshot(
-    conn: &Connection,
-    snapshot_id: i64,
-    run_id: i64,
-    node: i64,
-    seq: i64,
-) -> rusqlite::Result<()> {
-    let (prev, next) = neighbours(conn, run_id, node, seq)?;
-    let memory_ids = node_memories(conn, run_id, node)?;
-    fn remove<T: SpanTable>(
-        conn: &Connection,
-        memory_ids: &[i64],
-        seq: i64,
-        prev: Option<i64>,
-        next: Option<i64>,
-    ) -> rusqlite::Result<()> {
-        let here = T::containing(conn, memory_ids, seq)?;
-        let before = match prev {
-            Some(prev) => T::containing(conn, memory_ids, prev)?,
-            None => Vec::new(),
-        };
-        let after = match next {
-            Some(next) => T::containing(conn, memory_ids, next)?,
-            None => Vec::new(),
-        };
-        T::apply(
-            conn,
-            &spans::plan_remove(seq, prev, next, &here, &before, &after),
-        )
-    }
-    remove::<AllocationSpans>(conn, &memory_ids, seq, prev, next)?;
-    remove::<HoleSpans>(conn, &memory_ids, seq, prev, next)?;
-    conn.execute(
-        "DELETE FROM failed_request WHERE snapshot_id = ?1",
-        [snapshot_id],
-    )?;
-    conn.execute(
-        "DELETE FROM memory_state WHERE snapshot_id = ?1",
-        [snapshot_id],
-    )?;
-    conn.execute("DELETE FROM snapshot WHERE id = ?1", [snapshot_id])?;
-    conn.execute(
-        "UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3",
-        params![run_id, node, seq],
-    )?;
-    Ok(())
 }
 
 /// Objects are described again by every dump. A later description fills in what earlier ones left

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::import::{allocation_attrs, figure_values, id_bits, node_memories, size_bits};
-use super::spans::{AllocationAttrs, AllocationSpans, HoleSpans, SpanTable};
+use super::rows::{allocation_attrs, figure_values, id_bits, node_memories, size_bits};
+use super::span_tables::{AllocationAttrs, AllocationSpans, HoleSpans, SpanTable};
 use crate::dump::{Prepared, Sym};
 
 /// Whether a stored snapshot holds what `prepared` would store: the snapshot's own fields, each

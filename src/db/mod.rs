@@ -14,7 +14,10 @@
 
 pub mod import;
 mod legacy;
+mod remove;
+mod rows;
 pub mod schema;
+mod span_tables;
 mod spans;
 
 use std::path::{Path, PathBuf};

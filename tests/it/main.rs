@@ -9,6 +9,7 @@ mod figures;
 mod follow;
 mod fuzz;
 mod hardening;
+mod house;
 mod outputs;
 mod queries;
 mod reader;

@@ -1,0 +1,384 @@
+//! Span rows in the database: the allocation and hole span tables, how the spans containing a
+//! snapshot are read (by level, so a stab touches only the spans that can contain it), and how a
+//! plan of changes from [`super::spans`] is written.
+
+use rusqlite::{params, Connection};
+
+use super::spans::{level, levels, reach, Change, Span, SpanList};
+
+/// A table of spans: how to read the spans containing a snapshot and how to write changes.
+pub trait SpanTable {
+    type Key: Copy + Ord;
+    type Attrs: Clone + PartialEq;
+
+    /// Every span of the given memories that contains `seq`, sorted by key.
+    fn containing(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
+
+    /// The open spans of the given memories (those containing the node's latest snapshot), sorted.
+    fn open(
+        conn: &Connection,
+        memory_ids: &[i64],
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
+
+    fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>])
+        -> rusqlite::Result<()>;
+}
+
+/// The attributes an allocation span keeps, as stored (strings as string ids). The importer
+/// holds one per live allocation of a node (twice while a dump is planned), so the optional
+/// integers are packed: a presence bit each and the values, 104 bytes instead of 152.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AllocationAttrs {
+    pub offset: i64,
+    pub size: i64,
+    pub kind: i64,
+    pub state: u8,
+    present: u8,
+    /// handle, alignment, created_ns, provenance, label, gc_priority; 0 where absent.
+    optional: [i64; 6],
+    pub attrs: Option<String>,
+}
+
+impl AllocationAttrs {
+    /// `optional`: handle, alignment, created_ns, provenance, label, gc_priority.
+    pub fn new(
+        offset: i64,
+        size: i64,
+        state: u8,
+        kind: i64,
+        optional: [Option<i64>; 6],
+        attrs: Option<String>,
+    ) -> Self {
+        let mut present = 0u8;
+        let mut values = [0i64; 6];
+        for (index, value) in optional.iter().enumerate() {
+            if let Some(value) = value {
+                present |= 1 << index;
+                values[index] = *value;
+            }
+        }
+        AllocationAttrs {
+            offset,
+            size,
+            kind,
+            state,
+            present,
+            optional: values,
+            attrs,
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<i64> {
+        (self.present & (1 << index) != 0).then(|| self.optional[index])
+    }
+    pub fn handle(&self) -> Option<i64> {
+        self.get(0)
+    }
+    pub fn alignment(&self) -> Option<i64> {
+        self.get(1)
+    }
+    pub fn created_ns(&self) -> Option<i64> {
+        self.get(2)
+    }
+    pub fn provenance(&self) -> Option<i64> {
+        self.get(3)
+    }
+    pub fn label(&self) -> Option<i64> {
+        self.get(4)
+    }
+    pub fn gc_priority(&self) -> Option<i64> {
+        self.get(5)
+    }
+}
+
+/// Allocation spans, keyed by (memory id, uid).
+pub struct AllocationSpans;
+
+/// The stored columns, in [`allocation_row`]'s order. The table keeps the kind as text (so that
+/// the views can give rows in kind order, see migrations/V4__flat_views.sql); spans in memory
+/// carry its string id like every other text, so it is looked up both ways here.
+const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
+     (SELECT k.id FROM string k WHERE k.value = allocation_span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
+
+fn allocation_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<AllocationAttrs>)> {
+    Ok((
+        (row.get(0)?, row.get(1)?),
+        Span {
+            first: row.get(2)?,
+            last: row.get(3)?,
+            attrs: AllocationAttrs::new(
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+                row.get(7)?,
+                [
+                    row.get(8)?,
+                    row.get(9)?,
+                    row.get(10)?,
+                    row.get(11)?,
+                    row.get(12)?,
+                    row.get(13)?,
+                ],
+                row.get(14)?,
+            ),
+        },
+    ))
+}
+
+/// Run `select` (with `?1` memory id, `?2` level, `?3`..`?4` the first_seq range and `?4` the seq
+/// the span must reach) for every memory and level, collecting the rows by key.
+fn stab<K: Ord, A>(
+    conn: &Connection,
+    select: &str,
+    memory_ids: &[i64],
+    seq: i64,
+    row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
+) -> rusqlite::Result<SpanList<K, A>> {
+    let mut statement = conn.prepare_cached(select)?;
+    let mut found = Vec::new();
+    for &memory_id in memory_ids {
+        for level in levels() {
+            let low = seq.saturating_sub(reach(level));
+            let mut rows = statement.query(params![memory_id, level, low, seq])?;
+            while let Some(current) = rows.next()? {
+                found.push(row(current)?);
+            }
+        }
+    }
+    found.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    Ok(found)
+}
+
+/// Every row of `select` (with `?1` a memory id) for each memory, sorted by key.
+fn rows_of<K: Ord, A>(
+    conn: &Connection,
+    select: &str,
+    memory_ids: &[i64],
+    row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
+) -> rusqlite::Result<SpanList<K, A>> {
+    let mut statement = conn.prepare_cached(select)?;
+    let mut found = Vec::new();
+    for &memory_id in memory_ids {
+        let mut rows = statement.query([memory_id])?;
+        while let Some(current) = rows.next()? {
+            found.push(row(current)?);
+        }
+    }
+    found.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    Ok(found)
+}
+
+impl SpanTable for AllocationSpans {
+    type Key = (i64, i64);
+    type Attrs = AllocationAttrs;
+
+    fn containing(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        stab(
+            conn,
+            &format!(
+                "SELECT {ALLOCATION_COLUMNS} FROM allocation_span
+                 WHERE memory_id = ?1 AND level = ?2 AND first_seq BETWEEN ?3 AND ?4 AND (last_seq IS NULL OR last_seq >= ?4)"
+            ),
+            memory_ids,
+            seq,
+            allocation_row,
+        )
+    }
+
+    fn open(
+        conn: &Connection,
+        memory_ids: &[i64],
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        rows_of(conn, &format!("SELECT {ALLOCATION_COLUMNS} FROM allocation_span WHERE memory_id = ?1 AND level = 64"), memory_ids, allocation_row)
+    }
+
+    fn apply(
+        conn: &Connection,
+        changes: &[Change<Self::Key, Self::Attrs>],
+    ) -> rusqlite::Result<()> {
+        let mut delete = conn.prepare_cached("DELETE FROM allocation_span WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND uid = ?4")?;
+        let mut insert = conn.prepare_cached(
+            "INSERT INTO allocation_span (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
+                                          created_ns, provenance, label, gc_priority, attrs)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        )?;
+        for change in changes {
+            match change {
+                Change::Delete((memory_id, uid), span) => {
+                    delete.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        uid
+                    ])?;
+                }
+                Change::Insert((memory_id, uid), span) => {
+                    let a = &span.attrs;
+                    insert.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        uid,
+                        span.last,
+                        a.offset,
+                        a.size,
+                        a.state,
+                        a.kind,
+                        a.handle(),
+                        a.alignment(),
+                        a.created_ns(),
+                        a.provenance(),
+                        a.label(),
+                        a.gc_priority(),
+                        a.attrs,
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Hole spans, keyed by (memory id, offset); the attribute is the size.
+pub struct HoleSpans;
+
+fn hole_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<i64>)> {
+    Ok((
+        (row.get(0)?, row.get(1)?),
+        Span {
+            first: row.get(2)?,
+            last: row.get(3)?,
+            attrs: row.get(4)?,
+        },
+    ))
+}
+
+impl SpanTable for HoleSpans {
+    type Key = (i64, i64);
+    type Attrs = i64;
+
+    fn containing(
+        conn: &Connection,
+        memory_ids: &[i64],
+        seq: i64,
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        stab(
+            conn,
+            "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span
+             WHERE memory_id = ?1 AND level = ?2 AND first_seq BETWEEN ?3 AND ?4 AND (last_seq IS NULL OR last_seq >= ?4)",
+            memory_ids,
+            seq,
+            hole_row,
+        )
+    }
+
+    fn open(
+        conn: &Connection,
+        memory_ids: &[i64],
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        rows_of(conn, "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span WHERE memory_id = ?1 AND level = 64", memory_ids, hole_row)
+    }
+
+    fn apply(
+        conn: &Connection,
+        changes: &[Change<Self::Key, Self::Attrs>],
+    ) -> rusqlite::Result<()> {
+        let mut delete = conn.prepare_cached("DELETE FROM hole_span WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND offset = ?4")?;
+        let mut insert =
+            conn.prepare_cached("INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
+        for change in changes {
+            match change {
+                Change::Delete((memory_id, offset), span) => {
+                    delete.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        offset
+                    ])?;
+                }
+                Change::Insert((memory_id, offset), span) => {
+                    insert.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        offset,
+                        span.last,
+                        span.attrs
+                    ])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_attributes_keep_absent_apart_from_zero() {
+        let with = |optional| AllocationAttrs::new(0, 1, 2, 3, optional, None);
+        let absent = with([None; 6]);
+        let zeros = with([Some(0); 6]);
+        assert_ne!(absent, zeros);
+        assert_eq!(absent.handle(), None);
+        assert_eq!(zeros.gc_priority(), Some(0));
+        let mixed = with([
+            Some(-1),
+            None,
+            Some(i64::MIN),
+            Some(7),
+            None,
+            Some(i64::MAX),
+        ]);
+        assert_eq!(
+            [
+                mixed.handle(),
+                mixed.alignment(),
+                mixed.created_ns(),
+                mixed.provenance(),
+                mixed.label(),
+                mixed.gc_priority()
+            ],
+            [
+                Some(-1),
+                None,
+                Some(i64::MIN),
+                Some(7),
+                None,
+                Some(i64::MAX)
+            ]
+        );
+        assert_eq!(
+            mixed,
+            with([
+                Some(-1),
+                None,
+                Some(i64::MIN),
+                Some(7),
+                None,
+                Some(i64::MAX)
+            ])
+        );
+        assert_ne!(
+            mixed,
+            with([
+                Some(-1),
+                Some(0),
+                Some(i64::MIN),
+                Some(7),
+                None,
+                Some(i64::MAX)
+            ])
+        );
+    }
+}
