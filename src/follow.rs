@@ -30,9 +30,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::db::{Database, Importer, Outcome};
 use crate::dump::read::{self, Form, Input};
-use crate::dump::{self, parse_document, Document, Options};
+use crate::dump::{self, Options};
 use crate::error::{Error, Result};
-use crate::ingest::{ImportSummary, IngestOptions};
+use crate::ingest::{self, ImportSummary, IngestOptions, Item, Landed};
 
 /// How to follow.
 #[derive(Debug, Clone, Copy)]
@@ -453,19 +453,13 @@ impl Follower<'_> {
         text: &[u8],
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
-        match parse_document(
-            text,
-            source,
-            Options {
-                strict: self.options.ingest.strict,
-            },
-        ) {
-            Ok(document) => self.land(source, document, report),
-            Err(error) => {
-                self.refuse(&error, report);
-                Ok(())
-            }
-        }
+        let options = Options {
+            strict: self.options.ingest.strict,
+        };
+        self.land(
+            ingest::take(source.to_string(), text.to_vec(), options),
+            report,
+        )
     }
 
     fn refuse(&mut self, error: &Error, report: &mut dyn FnMut(FollowEvent)) {
@@ -473,54 +467,48 @@ impl Follower<'_> {
         report(FollowEvent::Refused { error });
     }
 
-    fn land(
-        &mut self,
-        source: &str,
-        document: Document,
-        report: &mut dyn FnMut(FollowEvent),
-    ) -> Result<()> {
-        match document {
-            Document::Annotations(annotations) => {
-                self.importer.import_annotations(&annotations)?;
-                self.summary.annotations += 1;
+    /// Write what [`ingest::take`] made of a record, as `import` does, and say what became of it.
+    fn land(&mut self, item: Item, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+        let record = match item {
+            Item::Record(record) => record,
+            Item::Refused(error) => {
+                self.refuse(&error, report);
+                return Ok(());
             }
-            Document::Dump(parsed) => {
-                let prepared = dump::prepare(*parsed);
-                let (run, node, seq) = (
-                    prepared.dump.run.id.clone(),
-                    prepared.dump.run.node,
-                    prepared.dump.snapshot.seq,
-                );
-                match self
-                    .importer
-                    .import(&prepared, source, self.options.ingest.replace)
-                {
-                    Ok(outcome) => {
-                        self.summary.count(&outcome);
-                        let latest = self.latest.entry((run.clone(), node)).or_insert(seq);
-                        *latest = (*latest).max(seq);
-                        report(FollowEvent::Landed {
-                            source,
-                            run: &run,
+            Item::Crashed(error) => return Err(error),
+            Item::InputDone => return Ok(()),
+        };
+        let replace = self.options.ingest.replace;
+        match ingest::land(&mut self.importer, &mut self.summary, record, replace)? {
+            Landed::Refused(error) => report(FollowEvent::Refused { error: &error }),
+            Landed::Annotations => {}
+            Landed::Dump {
+                prepared,
+                source,
+                outcome,
+            } => {
+                let dump = &prepared.dump;
+                let (run, node, seq) = (dump.run.id.as_str(), dump.run.node, dump.snapshot.seq);
+                let latest = self.latest.entry((run.to_string(), node)).or_insert(seq);
+                *latest = (*latest).max(seq);
+                report(FollowEvent::Landed {
+                    source: &source,
+                    run,
+                    node,
+                    seq,
+                    outcome: &outcome,
+                });
+                if !matches!(outcome, Outcome::Unchanged { .. }) {
+                    for (memory, request, verdict) in failures(&prepared) {
+                        report(FollowEvent::OutOfMemory {
+                            run,
                             node,
                             seq,
-                            outcome: &outcome,
+                            memory,
+                            request,
+                            verdict,
                         });
-                        if !matches!(outcome, Outcome::Unchanged { .. }) {
-                            for (memory, request, verdict) in failures(&prepared) {
-                                report(FollowEvent::OutOfMemory {
-                                    run: &run,
-                                    node,
-                                    seq,
-                                    memory,
-                                    request,
-                                    verdict,
-                                });
-                            }
-                        }
                     }
-                    Err(error @ Error::Input { .. }) => self.refuse(&error, report),
-                    Err(error) => return Err(error),
                 }
             }
         }
@@ -551,33 +539,21 @@ impl Follower<'_> {
                 .next()
                 .unwrap_or_else(|| Err(Error::input(&input.display, "", "empty input")))
         });
-        let parsed = read.and_then(|record| {
-            parse_document(
-                &record.text,
-                &record.source,
-                Options {
-                    strict: self.options.ingest.strict,
-                },
-            )
-            .map(|document| (record.source, document))
-        });
-        match parsed {
-            Ok((source, document)) => {
-                *done = Some(now);
-                *failing = None;
-                self.land(&source, document, report)
-            }
-            Err(error) if settled => {
-                *done = Some(now);
-                *failing = None;
-                self.refuse(&error, report);
-                Ok(())
-            }
-            Err(_) => {
-                *failing = Some((now, Instant::now()));
-                Ok(())
-            }
+        let options = Options {
+            strict: self.options.ingest.strict,
+        };
+        let item = match read {
+            Ok(record) => ingest::take(record.source, record.text, options),
+            Err(error) => Item::Refused(error),
+        };
+        // Not parsed yet: perhaps still being written; refused once it has had `settle`.
+        if matches!(item, Item::Refused(_)) && !settled {
+            *failing = Some((now, Instant::now()));
+            return Ok(());
         }
+        *done = Some(now);
+        *failing = None;
+        self.land(item, report)
     }
 
     /// A plain stream: read on from where the last scan stopped, a line at a time.

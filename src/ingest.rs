@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -86,15 +86,9 @@ pub enum ImportEvent<'a> {
     Refused { error: &'a Error },
 }
 
-/// What the pipeline hands to the writer, in input order.
-enum Item {
-    Dump {
-        source: String,
-        prepared: Box<Prepared>,
-    },
-    Annotations {
-        annotations: Box<Annotations>,
-    },
+/// What the pipeline hands to the writer, in input order; what [`take`] makes of one record.
+pub(crate) enum Item {
+    Record(Record),
     Refused(Error),
     InputDone,
     /// Reading or parsing panicked: a bug, reported as an error naming the input.
@@ -123,22 +117,38 @@ fn crashed(file: &str, message: String) -> Item {
     })
 }
 
-fn parse(source: String, text: Vec<u8>, options: Options, panic_on: Option<&str>) -> Item {
+/// The input whose parsing panics on purpose (`MEMSTATE_INJECT_PANIC`), read once.
+fn injected_panic() -> Option<&'static str> {
+    static NAME: OnceLock<Option<String>> = OnceLock::new();
+    NAME.get_or_init(|| {
+        std::env::var("MEMSTATE_INJECT_PANIC")
+            .ok()
+            .filter(|name| !name.is_empty())
+    })
+    .as_deref()
+}
+
+/// Parse, check and prepare one record's text: what every way of importing (the pipeline's
+/// workers for `import` and `validate`, `import --follow` as records arrive) does with a record.
+/// A panic while parsing (a bug) is caught and becomes [`Item::Crashed`], naming the record.
+pub(crate) fn take(source: String, text: Vec<u8>, options: Options) -> Item {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         match parse_document(&text, &source, options) {
             // A hook for the tests of this very path: no real input can reach it.
-            _ if panic_on.is_some_and(|name| source.ends_with(name)) => {
+            _ if injected_panic().is_some_and(|name| source.ends_with(name)) => {
                 panic!("injected failure (MEMSTATE_INJECT_PANIC)")
             }
             Err(error) => Item::Refused(error),
             Ok(Document::Dump(parsed)) => {
                 drop(text);
-                Item::Dump {
+                Item::Record(Record::Dump {
                     source: source.clone(),
                     prepared: Box::new(dump::prepare(*parsed)),
-                }
+                })
             }
-            Ok(Document::Annotations(annotations)) => Item::Annotations { annotations },
+            Ok(Document::Annotations(annotations)) => {
+                Item::Record(Record::Annotations { annotations })
+            }
         }
     }));
     outcome.unwrap_or_else(|payload| crashed(&source, panic_message(payload)))
@@ -240,10 +250,6 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         strict: options.strict,
     };
     let limits = options.limits;
-    let panic_on: Option<Arc<str>> = std::env::var("MEMSTATE_INJECT_PANIC")
-        .ok()
-        .filter(|name| !name.is_empty())
-        .map(Arc::from);
     let inputs = expanded.inputs.len() as u64;
     let mut threads = Vec::new();
     let reading = Arc::clone(&window);
@@ -303,7 +309,6 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
     for _ in 0..workers {
         let jobs = Arc::clone(&jobs);
         let results = result_sender.clone();
-        let panic_on = panic_on.clone();
         threads.push(thread::spawn(move || loop {
             let next = match jobs.lock() {
                 Ok(receiver) => receiver.recv(),
@@ -314,10 +319,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 Job::Ready(item) => (item, 0),
                 Job::Parse { source, text } => {
                     let weight = text.len() as u64;
-                    (
-                        parse(source, text, parse_options, panic_on.as_deref()),
-                        weight,
-                    )
+                    (take(source, text, parse_options), weight)
                 }
             };
             if results.send((index, item, weight)).is_err() {
@@ -428,8 +430,8 @@ fn begin(
     (summary, pipeline)
 }
 
-/// What the writer does with one record that was read whole.
-enum Record {
+/// A record read whole, parsed and checked: what the writer writes.
+pub(crate) enum Record {
     Dump {
         source: String,
         prepared: Box<Prepared>,
@@ -459,12 +461,7 @@ fn drive(
             return Err(Error::Interrupted);
         }
         match item {
-            Item::Dump { source, prepared } => {
-                write(&mut summary, Record::Dump { source, prepared }, report)?
-            }
-            Item::Annotations { annotations } => {
-                write(&mut summary, Record::Annotations { annotations }, report)?
-            }
+            Item::Record(record) => write(&mut summary, record, report)?,
             Item::Refused(error) => refused(&mut summary, &error, report),
             Item::Crashed(error) => return Err(error),
             Item::InputDone => {
@@ -482,6 +479,50 @@ fn drive(
     }
     summary.seconds = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// What writing one record did.
+pub(crate) enum Landed {
+    Dump {
+        prepared: Box<Prepared>,
+        source: String,
+        outcome: Outcome,
+    },
+    Annotations,
+    /// Refused by the database (its identity conflicts with a snapshot already there).
+    Refused(Error),
+}
+
+/// Write one record with `importer` and count it in `summary`: the one way a record lands, for
+/// `import` and `import --follow` alike. Only an error of the database itself is returned.
+pub(crate) fn land(
+    importer: &mut Importer<'_>,
+    summary: &mut ImportSummary,
+    record: Record,
+    replace: bool,
+) -> Result<Landed> {
+    match record {
+        Record::Dump { source, prepared } => match importer.import(&prepared, &source, replace) {
+            Ok(outcome) => {
+                summary.count(&outcome);
+                Ok(Landed::Dump {
+                    prepared,
+                    source,
+                    outcome,
+                })
+            }
+            Err(error @ Error::Input { .. }) => {
+                summary.refused += 1;
+                Ok(Landed::Refused(error))
+            }
+            Err(error) => Err(error),
+        },
+        Record::Annotations { annotations } => {
+            importer.import_annotations(&annotations)?;
+            summary.annotations += 1;
+            Ok(Landed::Annotations)
+        }
+    }
 }
 
 /// Import every dump and annotations file found under `paths` into `database`.
@@ -508,18 +549,8 @@ pub fn import_until(
         stop,
         report,
         &mut |summary, record, report| {
-            match record {
-                Record::Dump { source, prepared } => {
-                    match importer.import(&prepared, &source, options.replace) {
-                        Ok(outcome) => summary.count(&outcome),
-                        Err(error @ Error::Input { .. }) => refused(summary, &error, report),
-                        Err(error) => return Err(error),
-                    }
-                }
-                Record::Annotations { annotations } => {
-                    importer.import_annotations(&annotations)?;
-                    summary.annotations += 1;
-                }
+            if let Landed::Refused(error) = land(&mut importer, summary, record, options.replace)? {
+                report(ImportEvent::Refused { error: &error });
             }
             Ok(())
         },
