@@ -18,9 +18,9 @@ use serde::de::{
     self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
 };
 
-use super::super::json::{Json, Members, Number, Text};
 use super::super::model::{Allocation, Memory, Range};
 use super::{Parser, Path};
+use crate::dump::json::{Json, Members, Number, Text};
 use crate::error::Error;
 
 /// An array read element by element, or the value that stood where an array was expected.

@@ -3,8 +3,15 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use memstate::units::{parse_duration, parse_positive_size};
+
+mod values;
+
+use values::{parse_wall_start, ReportName};
+pub use values::{
+    CompressionArg, FileLayoutArg, FormatArg, GroupByArg, MetricArg, StateArg, XAxisArg,
+};
 
 const AFTER_HELP: &str = "The database is --db PATH, else $MEMSTATE_DB, else memstate.db in the current folder.
 Exit status: 0 when everything worked, 1 when some input was refused, 2 for a usage or environment error.";
@@ -113,31 +120,6 @@ pub enum Command {
     Man(ManArgs),
 }
 
-/// Output formats (the library's `query::Format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum FormatArg {
-    /// An aligned table for people: sizes as 1.5 GiB, offsets in hex, fitted to the terminal.
-    #[default]
-    Table,
-    /// Comma-separated values with a header row; exact numbers.
-    Csv,
-    /// One JSON array of objects; exact numbers, NULL as null.
-    Json,
-    /// One JSON object per line; exact numbers, NULL as null.
-    Ndjson,
-}
-
-impl From<FormatArg> for memstate::query::Format {
-    fn from(format: FormatArg) -> Self {
-        match format {
-            FormatArg::Table => memstate::query::Format::Table,
-            FormatArg::Csv => memstate::query::Format::Csv,
-            FormatArg::Json => memstate::query::Format::Json,
-            FormatArg::Ndjson => memstate::query::Format::Ndjson,
-        }
-    }
-}
-
 /// How results are printed.
 #[derive(Debug, Args)]
 pub struct OutputArgs {
@@ -235,44 +217,6 @@ pub struct SqlArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-/// How the simulator lays out its dumps (the library's `sim::FileLayout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum FileLayoutArg {
-    /// One .json file per dump, in a folder per node.
-    #[default]
-    Files,
-    /// One .ndjson stream per node, a dump per line.
-    Stream,
-}
-
-impl From<FileLayoutArg> for memstate::sim::FileLayout {
-    fn from(layout: FileLayoutArg) -> Self {
-        match layout {
-            FileLayoutArg::Files => memstate::sim::FileLayout::Files,
-            FileLayoutArg::Stream => memstate::sim::FileLayout::Stream,
-        }
-    }
-}
-
-/// Compression of the simulator's files (the library's `sim::Compression`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum CompressionArg {
-    #[default]
-    None,
-    Gzip,
-    Zstd,
-}
-
-impl From<CompressionArg> for memstate::sim::Compression {
-    fn from(compression: CompressionArg) -> Self {
-        match compression {
-            CompressionArg::None => memstate::sim::Compression::None,
-            CompressionArg::Gzip => memstate::sim::Compression::Gzip,
-            CompressionArg::Zstd => memstate::sim::Compression::Zstd,
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -411,48 +355,6 @@ pub struct HolesArgs {
     pub top: u32,
     #[command(flatten)]
     pub output: OutputArgs,
-}
-
-/// Allocation states (the library's `dump::State`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum StateArg {
-    Valid,
-    Collectable,
-    #[value(name = "pending_free")]
-    PendingFree,
-    #[value(name = "pending_alloc")]
-    PendingAlloc,
-}
-
-impl From<StateArg> for memstate::dump::State {
-    fn from(state: StateArg) -> Self {
-        match state {
-            StateArg::Valid => memstate::dump::State::Valid,
-            StateArg::Collectable => memstate::dump::State::Collectable,
-            StateArg::PendingFree => memstate::dump::State::PendingFree,
-            StateArg::PendingAlloc => memstate::dump::State::PendingAlloc,
-        }
-    }
-}
-
-/// How to group allocations (the library's `query::listing::GroupBy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum GroupByArg {
-    Kind,
-    State,
-    Provenance,
-    Object,
-}
-
-impl From<GroupByArg> for memstate::query::listing::GroupBy {
-    fn from(group: GroupByArg) -> Self {
-        match group {
-            GroupByArg::Kind => memstate::query::listing::GroupBy::Kind,
-            GroupByArg::State => memstate::query::listing::GroupBy::State,
-            GroupByArg::Provenance => memstate::query::listing::GroupBy::Provenance,
-            GroupByArg::Object => memstate::query::listing::GroupBy::Object,
-        }
-    }
 }
 
 #[derive(Debug, Args)]
@@ -599,49 +501,6 @@ pub struct MapArgs {
     pub width: Option<usize>,
 }
 
-/// The figure of a chart (the library's `viz::plot::Metric`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum MetricArg {
-    Used,
-    Free,
-    LargestHole,
-    Fragmentation,
-    Reclaimable,
-    LargestReclaimable,
-}
-
-impl From<MetricArg> for memstate::viz::plot::Metric {
-    fn from(metric: MetricArg) -> Self {
-        use memstate::viz::plot::Metric;
-        match metric {
-            MetricArg::Used => Metric::Used,
-            MetricArg::Free => Metric::Free,
-            MetricArg::LargestHole => Metric::LargestHole,
-            MetricArg::Fragmentation => Metric::Fragmentation,
-            MetricArg::Reclaimable => Metric::Reclaimable,
-            MetricArg::LargestReclaimable => Metric::LargestReclaimable,
-        }
-    }
-}
-
-/// A chart's x axis (the library's `viz::plot::XAxis`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum XAxisArg {
-    /// Seconds since the run started.
-    Time,
-    /// The snapshot's sequence number.
-    Seq,
-}
-
-impl From<XAxisArg> for memstate::viz::plot::XAxis {
-    fn from(axis: XAxisArg) -> Self {
-        match axis {
-            XAxisArg::Time => memstate::viz::plot::XAxis::Time,
-            XAxisArg::Seq => memstate::viz::plot::XAxis::Seq,
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// The figure to plot.
@@ -669,11 +528,6 @@ pub struct ManArgs {
     #[arg(long, value_name = "DIR")]
     pub all: Option<PathBuf>,
 }
-
-/// The canned queries' names for completions and help, while any name is taken here (an unknown
-/// one is refused by `report` itself, with the list).
-#[derive(Clone)]
-struct ReportName;
 
 impl clap::builder::TypedValueParser for ReportName {
     type Value = String;
@@ -703,16 +557,4 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
-}
-
-/// `now` or an RFC 3339 time, as seconds since the Unix epoch.
-fn parse_wall_start(text: &str) -> Result<i64, String> {
-    if text == "now" {
-        return Ok(std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_secs() as i64));
-    }
-    memstate::units::unix_seconds(text).ok_or_else(|| {
-        format!("{text:?}: expected now or an RFC 3339 time such as 2026-12-01T08:00:00Z")
-    })
 }
