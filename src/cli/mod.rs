@@ -408,9 +408,9 @@ pub struct OomArgs {
     /// Only these snapshots (latest, an id or RUN:NODE:SEQ); default: every snapshot with a failed request.
     #[arg(long, short = 's', value_name = "SNAPSHOT")]
     pub snapshot: Option<String>,
-    /// List every blocking allocation, not small ones grouped.
-    #[arg(long)]
-    pub all: bool,
+    /// List every blocking allocation, not small ones grouped (also spelled --all).
+    #[arg(long, alias = "all")]
+    pub all_blockers: bool,
     /// Also write the map of the failures to this HTML file (each failing node's last snapshots,
     /// the failed memory's history) and print the link to each failure in it.
     #[arg(long, value_name = "FILE")]
@@ -429,13 +429,18 @@ pub struct BlockersArgs {
     pub alignment: Option<u64>,
     #[command(flatten)]
     pub snapshot: SnapshotArg,
-    #[command(flatten)]
-    pub memory: MemoryArg,
-    /// List every blocking allocation, not small ones grouped.
+    /// Which memories: a Realm memory id, or a kind (default: the memories of the kind where a
+    /// request failed in these snapshots, else GPU_FB_MEM).
+    #[arg(long, short = 'm', value_name = "MEMORY", conflicts_with = "all")]
+    pub memory: Option<String>,
+    /// Look at every memory of the snapshots.
     #[arg(long)]
     pub all: bool,
-    /// Also write the map of these memories to this HTML file, the request's cheapest place
-    /// hatched and its blockers outlined, and print the link to each.
+    /// List every blocking allocation, not small ones grouped.
+    #[arg(long)]
+    pub all_blockers: bool,
+    /// Also write the map of these memories to this HTML file, where the request fits or its
+    /// cheapest place hatched and its blockers outlined, and print the link to each.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     #[command(flatten)]

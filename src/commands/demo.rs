@@ -5,11 +5,12 @@ use std::path::Path;
 
 use memstate::ingest::{self, IngestOptions};
 use memstate::query::{listing, select, Cell, Report, Table};
+use memstate::story::{self, page, rows, text};
 use memstate::units::{counted, visible};
 use memstate::viz::plot;
 use memstate::{db, sim, Error, Result};
 
-use super::{map, oom, say, Printer};
+use super::{say, Printer};
 use crate::cli::{DemoArgs, FormatArg};
 
 /// How to run memstate again from here: `memstate` when installed, else the cargo command that
@@ -94,13 +95,13 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     database.finish()?;
     let database = db::open_read_only(&db_path)?;
     let conn = &database.conn;
-    let mut stories: Vec<_> = oom::stories(conn, &select::oom_snapshots(conn, None)?)?
+    let mut stories: Vec<_> = story::stories(conn, &select::oom_snapshots(conn, None)?)?
         .into_iter()
         .filter(|story| story.finding.run == config.run_id)
         .collect();
     // The map of the failure, with the failed memory's history, so the report can link into it.
     let map_path = args.dir.join("map.html");
-    let parts = map::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
+    let parts = page::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
     if !parts.frames.is_empty() {
         let page = parts.render(&format!(
             "memstate map of run {}: the out-of-memory error",
@@ -108,14 +109,14 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         ));
         let target = super::output_target(&database, &map_path)?;
         super::write_output(&target, &map_path, page.as_bytes())?;
-        oom::link_stories(&mut stories, &map::file_url(&map_path));
+        story::link_stories(&mut stories, &page::file_url(&map_path));
     }
     say(&[String::new()])?;
     Printer::with_format(FormatArg::Table).print(&Report::told(
-        oom::story_table(&stories),
+        rows::story_table(&stories),
         |out, style| {
             for story in &stories {
-                oom::describe_story(story, false, style, out)?;
+                text::describe_story(story, false, style, out)?;
                 writeln!(out)?;
             }
             Ok(())
@@ -185,7 +186,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     say(&[
         format!(
             "Open {} (the memory map, opening on the failed request, and the failed memory's history: zoom, pan, hover) and {} (fragmentation over time).",
-            visible(&format!("{}{}", map::file_url(&map_path), parts.opening_fragment().unwrap_or_default())),
+            visible(&format!("{}{}", page::file_url(&map_path), parts.opening_fragment().unwrap_or_default())),
             visible(&plot_path.display().to_string())
         ),
         String::new(),

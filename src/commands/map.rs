@@ -1,277 +1,18 @@
-//! `memstate map`: the layout of a snapshot's memories, as terminal bars or one HTML page. Also the
-//! pieces other commands use to write a page: the frames, the marked requests, where it opens, and
-//! the deep link to a memory, snapshot and range of it.
+//! `memstate map`: the layout of a snapshot's memories, as terminal bars or one HTML page (the
+//! page is assembled by `memstate::story::page`).
 
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
-use memstate::analysis::{Blockers, History, Layout, Verdict};
-use memstate::query::{history, load, select, Cell, Report, Table};
+use memstate::query::{select, Cell, Report, Table};
+use memstate::story::page::{self, PageParts};
 use memstate::units::{counted, human, visible};
-use memstate::viz::{html, terminal};
+use memstate::viz::terminal;
 use memstate::{db, Error, Result};
 use rusqlite::Connection;
 
-use super::oom::Story;
-use super::{oom, terminal_width, Printer};
+use super::{terminal_width, Printer};
 use crate::cli::{FormatArg, MapArgs};
-
-/// How many snapshots of the failing node a page about a failure holds, the failure's last.
-pub(super) const FAILURE_FRAMES: u32 = 10;
-
-/// Every selected memory of each snapshot, as the slider's frames.
-pub(super) fn frames(
-    conn: &Connection,
-    snapshot_ids: &[i64],
-    memory: Option<&str>,
-) -> Result<Vec<html::Frame>> {
-    let mut frames = Vec::new();
-    for &snapshot_id in snapshot_ids {
-        let memory_ids = select::memory_ids(conn, snapshot_id, memory)?;
-        let layouts = load::layouts(conn, snapshot_id, &memory_ids)?;
-        if let Some(first) = layouts.first() {
-            let label = format!(
-                "{} node {} seq {} (snapshot {snapshot_id})",
-                first.run, first.node, first.seq
-            );
-            frames.push(html::Frame {
-                snapshot_id,
-                label,
-                layouts,
-            });
-        }
-    }
-    Ok(frames)
-}
-
-/// A failed request as the page marks it.
-pub(super) fn marked_failure(story: &Story) -> html::Marked {
-    let finding = &story.finding;
-    let verdict = match finding.verdict {
-        Verdict::Exhaustion => "Exhaustion",
-        Verdict::Fragmentation => "Fragmentation",
-        Verdict::Fits => "Fits now",
-    };
-    html::Marked {
-        snapshot_id: finding.snapshot_id,
-        handle: finding.handle.clone(),
-        size: finding.size,
-        window: finding
-            .blockers
-            .as_ref()
-            .map(|blockers| (blockers.offset, blockers.end())),
-        blockers: finding
-            .blockers
-            .as_ref()
-            .map(|blockers| {
-                blockers
-                    .blocking
-                    .iter()
-                    .map(|allocation| allocation.uid.clone())
-                    .collect()
-            })
-            .unwrap_or_default(),
-        failed: true,
-        verdict: format!("{verdict}. {}", capitalized(&story.advice)),
-    }
-}
-
-/// A request the user asked about (`blockers --size`) as the page marks it.
-pub(super) fn marked_request(
-    layout: &Layout,
-    size: u64,
-    blockers: Option<&Blockers>,
-) -> html::Marked {
-    let verdict = match blockers {
-        Some(blockers) if blockers.blocking.is_empty() && blockers.unaccounted_bytes == 0 => {
-            format!("a request of {} fits here once collection and pending releases have run", human(size))
-        }
-        Some(blockers) => format!(
-            "{} of the cheapest place cannot be freed by collection; moving or freeing its {} blocking allocations opens {}",
-            human(blockers.blocked_bytes),
-            blockers.blocking.len(),
-            human(blockers.opens)
-        ),
-        None => format!("a request of {} is larger than the whole memory ({})", human(size), human(layout.capacity)),
-    };
-    html::Marked {
-        snapshot_id: layout.snapshot_id,
-        handle: layout.handle.clone(),
-        size,
-        window: blockers.map(|blockers| (blockers.offset, blockers.end())),
-        blockers: blockers
-            .map(|blockers| {
-                blockers
-                    .blocking
-                    .iter()
-                    .map(|allocation| allocation.uid.clone())
-                    .collect()
-            })
-            .unwrap_or_default(),
-        failed: false,
-        verdict: capitalized(&verdict),
-    }
-}
-
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    chars
-        .next()
-        .map(|first| first.to_uppercase().chain(chars).collect())
-        .unwrap_or_default()
-}
-
-/// The fragment that opens a page on a memory of a snapshot, zoomed to a window and some of its
-/// surroundings (within the memory's `capacity`) when there is one:
-/// `#memory=0x1e00000000000002&snapshot=34&range=A:B`.
-pub(super) fn fragment(
-    handle: &str,
-    snapshot_id: i64,
-    window: Option<(u64, u64)>,
-    capacity: u64,
-) -> String {
-    let mut fragment = format!("#memory={handle}&snapshot={snapshot_id}");
-    if let Some((start, end)) = window {
-        // Computed wide: a window may span almost all of a memory of nearly 2^63 bytes.
-        let margin = (u128::from(end.saturating_sub(start)) * 3 / 10) as u64;
-        fragment.push_str(&format!(
-            "&range={}:{}",
-            start.saturating_sub(margin),
-            end.saturating_add(margin).min(capacity.max(end))
-        ));
-    }
-    fragment
-}
-
-/// A page's file as a `file://` URL a terminal or browser opens (absolute, unsafe bytes escaped).
-pub(super) fn file_url(path: &Path) -> String {
-    let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut url = String::from("file://");
-    for byte in absolute.display().to_string().bytes() {
-        match byte {
-            b'A'..=b'Z'
-            | b'a'..=b'z'
-            | b'0'..=b'9'
-            | b'/'
-            | b'-'
-            | b'_'
-            | b'.'
-            | b'~'
-            | b'+'
-            | b','
-            | b'='
-            | b'@'
-            | b':' => url.push(byte as char),
-            other => url.push_str(&format!("%{other:02X}")),
-        }
-    }
-    url
-}
-
-/// What a page holds and where it opens.
-pub(super) struct PageParts {
-    pub frames: Vec<html::Frame>,
-    pub marked: Vec<html::Marked>,
-    pub histories: Vec<History>,
-    pub focus: Option<(String, i64)>,
-}
-
-impl PageParts {
-    pub fn render(&self, title: &str) -> String {
-        html::render(&html::Page {
-            title,
-            frames: &self.frames,
-            marked: &self.marked,
-            histories: &self.histories,
-            focus: self.focus.clone(),
-        })
-    }
-
-    /// The link to where the page opens: the failure's window, else the focused memory.
-    pub fn opening_fragment(&self) -> Option<String> {
-        let (handle, snapshot_id) = self.focus.as_ref()?;
-        let window = self
-            .marked
-            .iter()
-            .find(|marked| &marked.handle == handle && marked.snapshot_id == *snapshot_id)
-            .and_then(|marked| marked.window);
-        let capacity = self
-            .frames
-            .iter()
-            .filter(|frame| frame.snapshot_id == *snapshot_id)
-            .flat_map(|frame| frame.layouts.iter())
-            .find(|layout| &layout.handle == handle)
-            .map_or(u64::MAX, |layout| layout.capacity);
-        Some(fragment(handle, *snapshot_id, window, capacity))
-    }
-}
-
-/// The page about failures: each failing node's last snapshots (the memories `memory` names), every
-/// failure marked, opening on the first; with `history`, each failed memory over its run.
-pub(super) fn failure_page(
-    conn: &Connection,
-    stories: &[Story],
-    memory: Option<&str>,
-    history: bool,
-) -> Result<PageParts> {
-    let mut ids = Vec::new();
-    for story in stories {
-        ids.extend(select::node_snapshots_up_to(
-            conn,
-            story.finding.snapshot_id,
-            FAILURE_FRAMES,
-        )?);
-    }
-    ids.sort_unstable();
-    ids.dedup();
-    let frames = frames(conn, &ids, memory)?;
-    let marked: Vec<html::Marked> = stories.iter().map(marked_failure).collect();
-    let focus = stories
-        .first()
-        .map(|story| (story.finding.handle.clone(), story.finding.snapshot_id));
-    let histories = if history {
-        let memory_ids = stories
-            .iter()
-            .map(|story| story.finding.memory_id)
-            .collect();
-        histories(conn, memory_ids, &frames, &marked)?
-    } else {
-        Vec::new()
-    };
-    Ok(PageParts {
-        frames,
-        marked,
-        histories,
-        focus,
-    })
-}
-
-/// The history of each memory, each once; a history too long to draw span by span keeps its
-/// spans whole around the request marked on that memory (see [`history::history`]).
-fn histories(
-    conn: &Connection,
-    mut memory_ids: Vec<i64>,
-    frames: &[html::Frame],
-    marked: &[html::Marked],
-) -> Result<Vec<History>> {
-    memory_ids.sort_unstable();
-    memory_ids.dedup();
-    let window_of = |memory_id: i64| {
-        let handle = frames
-            .iter()
-            .flat_map(|frame| frame.layouts.iter())
-            .find(|layout| layout.memory_id == memory_id)
-            .map(|layout| layout.handle.as_str())?;
-        marked
-            .iter()
-            .filter(|marked| marked.handle == handle)
-            .find_map(|marked| marked.window)
-    };
-    memory_ids
-        .into_iter()
-        .map(|memory_id| history::history(conn, memory_id, window_of(memory_id)))
-        .collect()
-}
 
 /// The snapshots the user chose: `--snapshots`, else `--snapshot` (latest by default).
 fn chosen_snapshots(conn: &Connection, args: &MapArgs) -> Result<Vec<i64>> {
@@ -281,20 +22,8 @@ fn chosen_snapshots(conn: &Connection, args: &MapArgs) -> Result<Vec<i64>> {
     }
 }
 
-/// The memory with the highest fragmentation in the last frame: where a page without a failure opens.
-fn most_fragmented(frames: &[html::Frame]) -> Option<&Layout> {
-    frames
-        .last()?
-        .layouts
-        .iter()
-        .fold(None, |best: Option<&Layout>, layout| match best {
-            Some(best) if best.fragmentation() >= layout.fragmentation() => Some(best),
-            _ => Some(layout),
-        })
-}
-
 /// Write a page and say so, with the link to where it opens.
-pub(super) fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Result<()> {
+fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Result<()> {
     let page = parts.render(title);
     super::write_output(target, path, page.as_bytes())?;
     let frames = &parts.frames;
@@ -317,7 +46,7 @@ pub(super) fn write_page(path: &Path, target: &Path, title: &str, parts: &PagePa
         .sum();
     let link = format!(
         "{}{}",
-        file_url(path),
+        page::file_url(path),
         parts.opening_fragment().unwrap_or_default()
     );
     let columns = [
@@ -374,7 +103,9 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
         select::check_memory_selector(conn, memory)?;
     }
     if let (Some(path), Some(target)) = (&args.html, &target) {
-        let parts = html_parts(conn, args)?;
+        let named = args.snapshot.is_some() || args.snapshots.is_some();
+        let snapshot_ids = chosen_snapshots(conn, args)?;
+        let parts = page::map_page(conn, &snapshot_ids, named, memory, args.history)?;
         if parts.frames.is_empty() {
             return Err(Error::Usage(format!(
                 "no memory matches {:?} in the selected snapshots",
@@ -392,7 +123,7 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
         write_page(path, target, &title, &parts)?;
         return Ok(0);
     }
-    let frames = frames(conn, &chosen_snapshots(conn, args)?, memory)?;
+    let frames = page::frames(conn, &chosen_snapshots(conn, args)?, memory)?;
     if frames.is_empty() {
         return Err(Error::Usage(format!(
             "no memory matches {:?} in the selected snapshots",
@@ -419,103 +150,4 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
     }
     out.flush().map_err(Error::Output)?;
     Ok(0)
-}
-
-/// The page `map --html` writes: the failures when the user named no snapshot and the database
-/// holds some, else the named snapshots with any failure among them marked.
-fn html_parts(conn: &Connection, args: &MapArgs) -> Result<PageParts> {
-    let memory = args.memory.memory.as_deref();
-    let named = args.snapshot.is_some() || args.snapshots.is_some();
-    let snapshot_ids = chosen_snapshots(conn, args)?;
-    let failed = select::oom_snapshots(conn, None)?;
-    let failed: Vec<i64> = if named {
-        failed
-            .into_iter()
-            .filter(|id| snapshot_ids.contains(id))
-            .collect()
-    } else {
-        failed
-    };
-    let stories = oom::stories(conn, &failed)?;
-    if !named {
-        let shown: Vec<Story> = stories
-            .into_iter()
-            .filter(|story| {
-                memory.is_none_or(|memory| {
-                    selector_matches(memory, &story.finding.handle, &story.finding.memory_kind)
-                })
-            })
-            .collect();
-        if !shown.is_empty() {
-            return failure_page(conn, &shown, memory, args.history);
-        }
-        // No failure among the memories asked for: the latest snapshots, nothing marked.
-        return snapshot_page(conn, &snapshot_ids, &[], args);
-    }
-    snapshot_page(conn, &snapshot_ids, &stories, args)
-}
-
-/// A page of chosen snapshots: the failures among them marked, opening on the first failure, else
-/// on the most fragmented memory of the last snapshot.
-fn snapshot_page(
-    conn: &Connection,
-    snapshot_ids: &[i64],
-    stories: &[Story],
-    args: &MapArgs,
-) -> Result<PageParts> {
-    let memory = args.memory.memory.as_deref();
-    let frames = frames(conn, snapshot_ids, memory)?;
-    let in_frames = |handle: &str, snapshot_id: i64| {
-        frames.iter().any(|frame| {
-            frame.snapshot_id == snapshot_id
-                && frame.layouts.iter().any(|layout| layout.handle == handle)
-        })
-    };
-    let stories: Vec<&Story> = stories
-        .iter()
-        .filter(|story| in_frames(&story.finding.handle, story.finding.snapshot_id))
-        .collect();
-    let marked: Vec<html::Marked> = stories.iter().map(|story| marked_failure(story)).collect();
-    let focus = match stories.first() {
-        Some(story) => Some((story.finding.handle.clone(), story.finding.snapshot_id)),
-        None => most_fragmented(&frames).map(|layout| (layout.handle.clone(), layout.snapshot_id)),
-    };
-    let histories = if args.history {
-        // The memory the page opens on, and with --memory every memory it names in the last frame.
-        let mut memory_ids: Vec<i64> = Vec::new();
-        let focused = focus.as_ref().and_then(|(handle, snapshot_id)| {
-            frames
-                .iter()
-                .find(|frame| frame.snapshot_id == *snapshot_id)?
-                .layouts
-                .iter()
-                .find(|layout| &layout.handle == handle)
-        });
-        memory_ids.extend(focused.map(|layout| layout.memory_id));
-        if memory.is_some() {
-            memory_ids.extend(
-                frames
-                    .last()
-                    .into_iter()
-                    .flat_map(|frame| frame.layouts.iter().map(|layout| layout.memory_id)),
-            );
-        }
-        histories(conn, memory_ids, &frames, &marked)?
-    } else {
-        Vec::new()
-    };
-    Ok(PageParts {
-        frames,
-        marked,
-        histories,
-        focus,
-    })
-}
-
-/// Whether a memory selector (an id or a kind) names this memory.
-fn selector_matches(selector: &str, handle: &str, kind: &str) -> bool {
-    match select::memory_handle(selector) {
-        Some(wanted) => wanted == handle,
-        None => selector == kind,
-    }
 }

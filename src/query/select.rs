@@ -139,6 +139,24 @@ pub fn oom_snapshots(conn: &Connection, selector: Option<&str>) -> Result<Vec<i6
     }
 }
 
+/// The kinds of the memories where a request failed in the given snapshots, each once, sorted.
+pub fn failed_kinds(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<String>> {
+    let read = || -> rusqlite::Result<Vec<String>> {
+        let mut statement = conn.prepare_cached(
+            "SELECT DISTINCT m.kind FROM failed_requests f
+             JOIN memories m ON m.memory_id = f.memory_id WHERE f.snapshot_id = ?1",
+        )?;
+        let mut kinds = std::collections::BTreeSet::new();
+        for snapshot_id in snapshot_ids {
+            for kind in statement.query_map([snapshot_id], |row| row.get::<_, String>(0))? {
+                kinds.insert(kind?);
+            }
+        }
+        Ok(kinds.into_iter().collect())
+    };
+    read().map_err(query_error)
+}
+
 /// The canonical handle a memory selector names, when it is an id rather than a kind: `0x` and
 /// hex digits, or 16 bare hex digits as Realm prints them (so a kind like `FACE` stays a kind).
 pub fn memory_handle(selector: &str) -> Option<String> {

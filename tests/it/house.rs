@@ -143,7 +143,7 @@ fn no_two_modules_lean_on_each_other() {
     let rooms: BTreeSet<String> = modules
         .iter()
         .filter(|module| {
-            module.len() >= 1 && module[0] != "lib" && !binary.contains(&module[0].as_str())
+            !module.is_empty() && module[0] != "lib" && !binary.contains(&module[0].as_str())
         })
         .map(|module| module[0].clone())
         .collect();

@@ -246,7 +246,7 @@ fn many_small_blockers_are_grouped_unless_all_is_asked() {
     assert!(text.contains("42 allocations in the way"), "{text}");
     assert!(
         text.contains(
-            "    and 37 more futures, 37 KiB, between 0x41800 and 0x53c00 (--all lists them)"
+            "    and 37 more futures, 37 KiB, between 0x41800 and 0x53c00 (--all-blockers lists them)"
         ),
         "{text}"
     );
@@ -271,7 +271,7 @@ fn many_small_blockers_are_grouped_unless_all_is_asked() {
             "{uid} listed: {text}"
         );
     }
-    let all = text_of(&db, &["blockers", "--size", "1MiB", "--all"]);
+    let all = text_of(&db, &["blockers", "--size", "1MiB", "--all-blockers"]);
     assert_eq!(
         all.lines()
             .filter(|line| line.trim_start().starts_with("0x00000000000000"))
@@ -888,4 +888,144 @@ fn the_charts_name_the_failed_memory_and_draw_the_request() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("x.png") && !png.exists());
+}
+
+/// Two memories of node 0. GPU_FB_MEM 0x1e00000000000003, 1 MiB: valid allocations [0, 256K) and
+/// [512K, 768K), so two holes of 256 KiB, at 0x40000 and 0xc0000. SYSTEM_MEM 0x1e00000000000001,
+/// 4 MiB, empty. At seq 1 a request of 5 MiB failed in SYSTEM_MEM.
+fn placement_db(dir: &Path) -> std::path::PathBuf {
+    let gpu = json!({"id": "0x1e00000000000003", "kind": "GPU_FB_MEM", "capacity": 1048576, "allocations": [
+        allocation(1, "instance", "valid", 0, 262144),
+        allocation(2, "instance", "valid", 524288, 262144)]});
+    let system = json!({"id": "0x1e00000000000001", "kind": "SYSTEM_MEM", "capacity": 4194304, "allocations": []});
+    let mut failing = system.clone();
+    failing["failed_requests"] = json!([{"size": 5242880}]);
+    let at = |seq: i64, memories: Value| {
+        json!({"format": "memstate-dump", "version": 1, "run": {"id": "place", "node": 0},
+               "snapshot": {"seq": seq, "time_ns": seq, "reason": "periodic"}, "memories": memories})
+    };
+    let db = dir.join("t.db");
+    let first = write_json(dir, "d0.json", &at(0, json!([gpu.clone(), system])));
+    let second = write_json(dir, "d1.json", &at(1, json!([gpu, failing])));
+    import(&db, &[&first, &second], 0);
+    db
+}
+
+#[test]
+fn blockers_says_where_a_request_fits_now_and_looks_where_requests_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = placement_db(dir.path());
+    // No failed request at seq 0: the GPU framebuffer only. 128 KiB fits in both 256 KiB holes;
+    // the lower is taken.
+    let text = text_of(&db, &["blockers", "--size", "128KiB", "-s", "place:0:0"]);
+    assert!(
+        text.contains("Looking at the GPU_FB_MEM memories (no request failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("GPU_FB_MEM 0x1e00000000000003: a request of 128 KiB fits now, at 0x40000 in the hole 0x40000-0x80000 (256 KiB at 256 KiB)"),
+        "{text}"
+    );
+    assert!(!text.contains("SYSTEM_MEM"), "{text}");
+    assert!(!text.contains("cannot be freed"), "{text}");
+    // Aligned to 192 KiB (0x30000): the first multiple in the hole at 256 KiB is 384 KiB, and
+    // 384 + 128 = 512 KiB still ends inside it.
+    let report = json_of(
+        &db,
+        &[
+            "blockers",
+            "--size",
+            "128KiB",
+            "--alignment",
+            "0x30000",
+            "-s",
+            "place:0:0",
+        ],
+    );
+    let rows = report.as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{report}");
+    assert_eq!(rows[0]["fits_now"], json!(1));
+    assert_eq!(rows[0]["hole_offset"], json!(262144));
+    assert_eq!(rows[0]["hole_size"], json!(262144));
+    assert_eq!(rows[0]["window_offset"], json!(393216));
+    assert_eq!(rows[0]["blockers"], Value::Null);
+    // 300 KiB fits in no GPU hole: the cheapest place is told as before.
+    let text = text_of(&db, &["blockers", "--size", "300KiB", "-s", "place:0:0"]);
+    assert!(
+        text.contains("a request of 300 KiB (307200 bytes) does not fit now"),
+        "{text}"
+    );
+    assert!(text.contains("cheapest place"), "{text}");
+    assert!(text.contains("fits now in 0 of 1 memory"), "{text}");
+    // --all: every memory; SYSTEM_MEM is empty, so it fits at its start.
+    let text = text_of(
+        &db,
+        &["blockers", "--size", "300KiB", "-s", "place:0:0", "--all"],
+    );
+    assert!(
+        text.contains("SYSTEM_MEM 0x1e00000000000001: a request of 300 KiB fits now, at 0x0 in the hole 0x0-0x400000 (4 MiB at 0 B)"),
+        "{text}"
+    );
+    assert!(text.contains("fits now in 1 of 2 memories"), "{text}");
+    // At seq 1 a request failed in SYSTEM_MEM: by default that kind is looked at.
+    let text = text_of(&db, &["blockers", "--size", "128KiB", "-s", "place:0:1"]);
+    assert!(
+        text.contains("Looking at the SYSTEM_MEM memories (where a request failed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("SYSTEM_MEM 0x1e00000000000001: a request of 128 KiB fits now"),
+        "{text}"
+    );
+    assert!(!text.contains("GPU_FB_MEM"), "{text}");
+    // --memory and --all do not go together.
+    memstate()
+        .arg("--db")
+        .arg(&db)
+        .args(["blockers", "--size", "1", "--all", "--memory", "GPU_FB_MEM"])
+        .assert()
+        .code(2);
+}
+
+/// The story is a library room: its typed result is there without the command line.
+#[test]
+fn the_story_is_a_typed_result_of_the_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = story_db(dir.path());
+    let database = memstate::db::open_read_only(&db).unwrap();
+    let ids = memstate::query::select::oom_snapshots(&database.conn, None).unwrap();
+    let stories = memstate::story::stories(&database.conn, &ids).unwrap();
+    // The three requests of story_db's seq 2, worked out by hand above.
+    let told: Vec<(u64, &str, bool)> = stories
+        .iter()
+        .map(|story| {
+            (
+                story.finding.size,
+                story.finding.verdict.as_str(),
+                story.finding.solved_by_collection,
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        [
+            (4500, "fragmentation", false),
+            (7000, "exhaustion", false),
+            (3500, "fragmentation", true)
+        ]
+    );
+    assert_eq!(
+        stories[0]
+            .previous
+            .map(|(seq, collected)| (seq, collected.allocations, collected.bytes)),
+        Some((1, 2, 2500))
+    );
+    assert_eq!(
+        stories[0].finding.blockers.as_ref().map(|blockers| (
+            blockers.offset,
+            blockers.blocked_bytes,
+            blockers.opens
+        )),
+        Some((5500, 500, 8000))
+    );
 }

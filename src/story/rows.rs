@@ -1,0 +1,168 @@
+//! The stories as rows, for the machine-readable formats (JSON, CSV, TSV): one row per failed
+//! request or per memory asked about, nested parts (blockers, recent figures) as JSON values.
+
+use super::{Placement, Story};
+use crate::analysis::AllocationInfo;
+use crate::query::{Cell, Table};
+
+/// One row per finding; the blockers and the recent figures as nested values.
+pub fn story_table(stories: &[Story]) -> Table {
+    let columns = [
+        "snapshot_id",
+        "run",
+        "node",
+        "seq",
+        "memory_id",
+        "handle",
+        "memory_kind",
+        "size",
+        "alignment",
+        "kind",
+        "provenance",
+        "note",
+        "free_bytes",
+        "largest_hole",
+        "largest_reclaimable",
+        "verdict",
+        "solved_by_collection",
+        "blockers",
+        "previous_seq",
+        "collected_allocations",
+        "collected_bytes",
+        "recent",
+        "advice",
+        "map_link",
+    ];
+    let rows = stories
+        .iter()
+        .map(|story| {
+            let finding = &story.finding;
+            let mut row = vec![
+                Cell::Integer(finding.snapshot_id),
+                Cell::text(finding.run.clone()),
+                Cell::Integer(finding.node),
+                Cell::Integer(finding.seq),
+                Cell::Integer(finding.memory_id),
+                Cell::text(finding.handle.clone()),
+                Cell::text(finding.memory_kind.clone()),
+                Cell::count(finding.size),
+                Cell::count(finding.alignment),
+                Cell::optional_text(finding.kind.as_deref()),
+                Cell::optional_text(finding.provenance.as_deref()),
+                Cell::optional_text(finding.note.as_deref()),
+                Cell::count(finding.free_bytes),
+                Cell::count(finding.largest_hole),
+                Cell::count(finding.largest_reclaimable),
+                Cell::text(finding.verdict.as_str()),
+                Cell::json(&finding.solved_by_collection),
+                finding.blockers.as_ref().map_or(Cell::Null, Cell::json),
+            ];
+            row.push(
+                story
+                    .previous
+                    .map_or(Cell::Null, |(seq, _)| Cell::Integer(seq)),
+            );
+            row.push(story.previous.map_or(Cell::Null, |(_, collected)| {
+                Cell::count(collected.allocations)
+            }));
+            row.push(
+                story
+                    .previous
+                    .map_or(Cell::Null, |(_, collected)| Cell::count(collected.bytes)),
+            );
+            row.push(Cell::json(&story.recent));
+            row.push(Cell::text(story.advice.clone()));
+            row.push(Cell::text(story.link.clone()));
+            row
+        })
+        .collect();
+    Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    )
+}
+
+/// Allocations as rows.
+pub fn allocation_table(allocations: &[AllocationInfo]) -> Table {
+    let columns = [
+        "uid",
+        "kind",
+        "state",
+        "offset",
+        "size",
+        "provenance",
+        "label",
+        "objects",
+    ];
+    let rows = allocations
+        .iter()
+        .map(|allocation| {
+            vec![
+                Cell::text(allocation.uid.clone()),
+                Cell::text(allocation.kind.clone()),
+                Cell::text(allocation.state.as_str()),
+                Cell::count(allocation.offset),
+                Cell::count(allocation.size),
+                Cell::optional_text(allocation.provenance.as_deref()),
+                Cell::optional_text(allocation.label.as_deref()),
+                Cell::text(allocation.objects.join(", ")),
+            ]
+        })
+        .collect();
+    Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    )
+}
+
+/// One row per memory asked about: where the request fits now, else its cheapest place.
+pub fn placement_table(placements: &[Placement]) -> Table {
+    let columns = [
+        "snapshot_id",
+        "run",
+        "node",
+        "seq",
+        "handle",
+        "memory_kind",
+        "size",
+        "alignment",
+        "fits_now",
+        "hole_offset",
+        "hole_size",
+        "window_offset",
+        "blocked_bytes",
+        "opens",
+        "blockers",
+        "map_link",
+    ];
+    let rows = placements
+        .iter()
+        .map(|placement| {
+            let layout = &placement.layout;
+            let blockers = placement.blockers.as_ref();
+            let fits = placement.fits_now.as_ref();
+            vec![
+                Cell::Integer(layout.snapshot_id),
+                Cell::text(layout.run.clone()),
+                Cell::Integer(layout.node),
+                Cell::Integer(layout.seq),
+                Cell::text(layout.handle.clone()),
+                Cell::text(layout.kind.clone()),
+                Cell::count(placement.size),
+                Cell::count(placement.alignment),
+                Cell::Integer(i64::from(fits.is_some())),
+                Cell::optional_count(fits.map(|fits| fits.hole_offset)),
+                Cell::optional_count(fits.map(|fits| fits.hole_size)),
+                Cell::optional_count(placement.window().map(|(start, _)| start)),
+                Cell::optional_count(blockers.map(|blockers| blockers.blocked_bytes)),
+                Cell::optional_count(blockers.map(|blockers| blockers.opens)),
+                blockers.map_or(Cell::Null, Cell::json),
+                Cell::text(placement.link.clone()),
+            ]
+        })
+        .collect();
+    Table::new(
+        columns.iter().map(|column| column.to_string()).collect(),
+        rows,
+    )
+}
