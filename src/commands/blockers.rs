@@ -8,18 +8,13 @@ use std::path::Path;
 use memstate::query::Report;
 use memstate::story::{self, page, rows, text, Scope};
 use memstate::units::human;
-use memstate::{db, Result};
+use memstate::Result;
 
 use super::Printer;
 use crate::cli::BlockersArgs;
 
 pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
-    let database = db::open_read_only(db_path)?;
-    let target = args
-        .html
-        .as_ref()
-        .map(|path| super::output_target(&database, path))
-        .transpose()?;
+    let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
     let conn = &database.conn;
     let scope = match (&args.memory, args.all) {
         (Some(selector), _) => Scope::Named(selector.clone()),

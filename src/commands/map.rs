@@ -8,7 +8,7 @@ use memstate::query::{select, Cell, Report, Table};
 use memstate::story::page::{self, PageParts};
 use memstate::units::{counted, human, visible};
 use memstate::viz::terminal;
-use memstate::{db, Error, Result};
+use memstate::{Error, Result};
 use rusqlite::Connection;
 
 use super::{terminal_width, Printer};
@@ -91,12 +91,7 @@ fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Res
 }
 
 pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
-    let database = db::open_read_only(db_path)?;
-    let target = args
-        .html
-        .as_ref()
-        .map(|path| super::output_target(&database, path))
-        .transpose()?;
+    let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
     let conn = &database.conn;
     let memory = args.memory.memory.as_deref();
     if let Some(memory) = memory {

@@ -63,6 +63,18 @@ fn output_target(database: &memstate::db::Database, output: &Path) -> Result<Pat
     database.protected()?.check(output)
 }
 
+/// The database opened to read, and the checked target of the page the user asked for, if any.
+fn open_for_page(
+    db_path: &Path,
+    page: Option<&PathBuf>,
+) -> Result<(memstate::db::Database, Option<PathBuf>)> {
+    let database = memstate::db::open_read_only(db_path)?;
+    let target = page
+        .map(|path| output_target(&database, path))
+        .transpose()?;
+    Ok((database, target))
+}
+
 /// Write an output file (a page, a chart) whole or not at all, at the target [`output_target`] gave.
 fn write_output(target: &Path, shown: &Path, bytes: &[u8]) -> Result<()> {
     memstate::files::write_atomically(target, bytes, shown)

@@ -6,18 +6,13 @@ use std::path::Path;
 use memstate::query::{select, Report};
 use memstate::story::{self, page, rows, text};
 use memstate::units::counted;
-use memstate::{db, Result};
+use memstate::Result;
 
 use super::Printer;
 use crate::cli::OomArgs;
 
 pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
-    let database = db::open_read_only(db_path)?;
-    let target = args
-        .html
-        .as_ref()
-        .map(|path| super::output_target(&database, path))
-        .transpose()?;
+    let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
     let snapshot_ids = select::oom_snapshots(&database.conn, args.snapshot.as_deref())?;
     let mut stories = story::stories(&database.conn, &snapshot_ids)?;
     if let (Some(path), Some(target)) = (&args.html, &target) {

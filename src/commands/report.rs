@@ -88,11 +88,7 @@ pub fn run(db_path: &Path, args: &ReportArgs) -> Result<u8> {
         .as_deref()
         .ok_or_else(|| Error::Usage("name a canned query (see memstate report --list)".into()))?;
     let query = canned::find(name)?;
-    let parameters = args
-        .params
-        .iter()
-        .map(|text| query::parse_parameter(text))
-        .collect::<Result<Vec<_>>>()?;
+    let parameters = query::parse_parameters(&args.params)?;
     let database = db::open_read_only(db_path)?;
     Printer::new(&args.output).print(&Report::table(canned::execute(
         &database.conn,

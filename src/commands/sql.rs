@@ -12,11 +12,7 @@ use super::Printer;
 use crate::cli::SqlArgs;
 
 pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
-    let parameters = args
-        .params
-        .iter()
-        .map(|text| query::parse_parameter(text))
-        .collect::<Result<Vec<_>>>()?;
+    let parameters = query::parse_parameters(&args.params)?;
     let database = db::open_read_only(db_path)?;
     let printer = Printer::new(&args.output);
     if printer.format() == Format::Table {

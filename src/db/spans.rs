@@ -98,7 +98,20 @@ pub type Apply<'a, K, A, E> = &'a mut dyn FnMut(&[Change<K, A>]) -> Result<(), E
 /// Changes written at once (a batch holds at most this many).
 const BATCH: usize = 4096;
 
-impl<K, A, E> Batch<'_, K, A, E> {
+impl<K: Copy, A: Clone, E> Batch<'_, K, A, E> {
+    /// Insert a span; an open one is also kept in `open` (when the snapshot is the latest).
+    fn insert(
+        &mut self,
+        open: Option<&mut OpenList<K, A>>,
+        key: K,
+        span: Span<A>,
+    ) -> Result<(), E> {
+        if let (Some(open), None) = (open, span.last) {
+            open.push((key, span.first, span.attrs.clone()));
+        }
+        self.push(Change::Insert(key, span))
+    }
+
     fn push(&mut self, change: Change<K, A>) -> Result<(), E> {
         self.changes.push(change);
         if self.changes.len() >= BATCH {
@@ -250,10 +263,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
                         last: next.map(|_| seq),
                         attrs,
                     };
-                    if let (Some(open), None) = (open.as_mut(), new.last) {
-                        open.push((key, new.first, new.attrs.clone()));
-                    }
-                    changes.push(Change::Insert(key, new))?;
+                    changes.insert(open.as_mut(), key, new)?;
                 }
             }
             (None, Some(attrs)) => {
@@ -294,10 +304,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
                         attrs,
                     },
                 };
-                if let (Some(open), None) = (open.as_mut(), new.last) {
-                    open.push((key, new.first, new.attrs.clone()));
-                }
-                changes.push(Change::Insert(key, new))?;
+                changes.insert(open.as_mut(), key, new)?;
             }
             (None, None) => {} // a span that ended at `prev`, with nothing at `seq`
         }

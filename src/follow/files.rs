@@ -119,20 +119,21 @@ pub(super) fn tracked_for(input: &Input, path: &Path) -> Tracked {
     }
 }
 
-/// Whether to read a file's version `now` again: not when it is the version done with, nor while
-/// the version that failed has not had `settle` to change (`None`); else whether it has had it
-/// (then a failure is final).
+/// Whether to read a file again, and its stamp: not when its version is the one done with, nor
+/// while the version that failed has not had `settle` to change (`None`); else whether it has had
+/// it (then a failure is final). Not when it cannot be looked at now.
 pub(super) fn worth_reading(
+    path: &Path,
     done: Option<Stamp>,
     failing: Option<(Stamp, Instant)>,
-    now: Stamp,
     settle: Duration,
-) -> Option<bool> {
+) -> Option<(Stamp, bool)> {
+    let now = stamp(path)?;
     if done == Some(now) {
         return None;
     }
     match failing {
-        Some((seen, since)) if seen == now => (since.elapsed() >= settle).then_some(true),
-        _ => Some(false),
+        Some((seen, since)) if seen == now => (since.elapsed() >= settle).then_some((now, true)),
+        _ => Some((now, false)),
     }
 }

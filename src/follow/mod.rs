@@ -402,10 +402,7 @@ impl Follower<'_> {
         failing: &mut Option<(Stamp, Instant)>,
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
-        let Some(now) = stamp(path) else {
-            return Ok(());
-        };
-        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else {
+        let Some((now, settled)) = worth_reading(path, *done, *failing, self.options.settle) else {
             return Ok(());
         };
         let whole = Input {
@@ -558,10 +555,7 @@ impl Follower<'_> {
         stop: &AtomicBool,
         report: &mut dyn FnMut(FollowEvent),
     ) -> Result<()> {
-        let Some(now) = stamp(path) else {
-            return Ok(());
-        };
-        let Some(settled) = worth_reading(*done, *failing, now, self.options.settle) else {
+        let Some((now, settled)) = worth_reading(path, *done, *failing, self.options.settle) else {
             return Ok(());
         };
         self.changes += 1;

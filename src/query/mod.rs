@@ -86,6 +86,11 @@ pub fn parameter_value(text: &str) -> SqlValue {
     }
 }
 
+/// Every `key=value` given with `-p`, in order.
+pub fn parse_parameters(texts: &[String]) -> Result<Vec<(String, String)>> {
+    texts.iter().map(|text| parse_parameter(text)).collect()
+}
+
 /// Split `key=value` (a leading `:` on the key is optional).
 pub fn parse_parameter(text: &str) -> Result<(String, String)> {
     match text.split_once('=') {

@@ -8,7 +8,7 @@ use std::path::Path;
 use rusqlite::Connection;
 
 use super::{Placement, Story};
-use crate::analysis::{History, Layout, Verdict};
+use crate::analysis::{Blockers, History, Layout, Verdict};
 use crate::query::{history, load, select};
 use crate::units::human;
 use crate::viz::html;
@@ -54,17 +54,7 @@ pub fn marked_failure(story: &Story) -> html::Marked {
             .blockers
             .as_ref()
             .map(|blockers| (blockers.offset, blockers.end())),
-        blockers: finding
-            .blockers
-            .as_ref()
-            .map(|blockers| {
-                blockers
-                    .blocking
-                    .iter()
-                    .map(|allocation| allocation.uid.clone())
-                    .collect()
-            })
-            .unwrap_or_default(),
+        blockers: blocker_uids(finding.blockers.as_ref()),
         failed: true,
         verdict: format!("{verdict}. {}", capitalized(&story.advice)),
     }
@@ -99,20 +89,21 @@ pub fn marked_request(placement: &Placement) -> html::Marked {
         handle: placement.layout.handle.clone(),
         size,
         window: placement.window(),
-        blockers: placement
-            .blockers
-            .as_ref()
-            .map(|blockers| {
-                blockers
-                    .blocking
-                    .iter()
-                    .map(|allocation| allocation.uid.clone())
-                    .collect()
-            })
-            .unwrap_or_default(),
+        blockers: blocker_uids(placement.blockers.as_ref()),
         failed: false,
         verdict: capitalized(&verdict),
     }
+}
+
+/// The uids of the allocations in the way, outlined on the page.
+fn blocker_uids(blockers: Option<&Blockers>) -> Vec<String> {
+    blockers.map_or_else(Vec::new, |blockers| {
+        blockers
+            .blocking
+            .iter()
+            .map(|allocation| allocation.uid.clone())
+            .collect()
+    })
 }
 
 fn capitalized(text: &str) -> String {

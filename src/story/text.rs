@@ -10,6 +10,22 @@ use crate::query::output::{emit, Style};
 use crate::query::{Format, Report};
 use crate::units::{counted, hex_offset, human, seconds, visible};
 
+/// A memory at a snapshot, as the stories name it: `run node N seq S (snapshot ID), KIND HANDLE`.
+fn memory_heading(
+    run: &str,
+    node: i64,
+    seq: i64,
+    snapshot_id: i64,
+    kind: &str,
+    handle: &str,
+) -> String {
+    format!(
+        "{} node {node} seq {seq} (snapshot {snapshot_id}), {} {handle}",
+        visible(run),
+        visible(kind)
+    )
+}
+
 /// The story of a failed request, for people.
 pub fn describe_story(
     story: &Story,
@@ -33,13 +49,15 @@ pub fn describe_story(
     };
     writeln!(
         out,
-        "Out of memory in {} node {} seq {} (snapshot {}), {} {}:",
-        visible(&finding.run),
-        finding.node,
-        finding.seq,
-        finding.snapshot_id,
-        visible(&finding.memory_kind),
-        finding.handle
+        "Out of memory in {}:",
+        memory_heading(
+            &finding.run,
+            finding.node,
+            finding.seq,
+            finding.snapshot_id,
+            &finding.memory_kind,
+            &finding.handle
+        )
     )?;
     writeln!(
         out,
@@ -240,14 +258,13 @@ pub fn describe_placement(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let layout = &placement.layout;
-    let memory = format!(
-        "{} node {} seq {} (snapshot {}), {} {}",
-        visible(&layout.run),
+    let memory = memory_heading(
+        &layout.run,
         layout.node,
         layout.seq,
         layout.snapshot_id,
-        visible(&layout.kind),
-        layout.handle
+        &layout.kind,
+        &layout.handle,
     );
     if let Some(fits) = &placement.fits_now {
         return writeln!(
