@@ -4,6 +4,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
+use memstate::query::wrap::Wrapping;
 use memstate::query::{select, Cell, Report, Table};
 use memstate::story::page::{self, PageParts};
 use memstate::units::{counted, human, visible};
@@ -136,13 +137,23 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
         width: width.clamp(10, 1000),
         color,
     };
-    let mut out = io::stdout().lock();
+    let mut stdout = io::stdout().lock();
+    // The headers fitted to the width too (the bars are drawn to it).
+    let fitted = args.width.is_some() || terminal_width().is_some();
+    let mut out = Wrapping::new(
+        &mut stdout,
+        if fitted {
+            width.max(10) + 2
+        } else {
+            usize::MAX
+        },
+    );
     writeln!(out, "{}", terminal::legend(style)).map_err(Error::Output)?;
     for frame in &frames {
         for layout in &frame.layouts {
             terminal::draw(layout, range, style, &mut out).map_err(Error::Output)?;
         }
     }
-    out.flush().map_err(Error::Output)?;
+    out.finish().map_err(Error::Output)?;
     Ok(0)
 }

@@ -9,6 +9,7 @@ pub mod listing;
 pub mod load;
 pub mod output;
 pub mod select;
+pub mod wrap;
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::Connection;

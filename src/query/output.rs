@@ -210,7 +210,14 @@ impl<'r> Report<'r> {
 pub fn emit(report: &Report, format: Format, style: &Style, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Table => match &report.human {
-            Some(human) => human(out, style),
+            Some(human) => match style.width {
+                Some(width) => {
+                    let mut wrapped = super::wrap::Wrapping::new(out, width);
+                    human(&mut wrapped, style)?;
+                    wrapped.finish()
+                }
+                None => human(out, style),
+            },
             None if report.table.rows.is_empty() => {
                 writeln!(out, "{}", report.empty.as_deref().unwrap_or("(no rows)"))
             }
@@ -283,10 +290,10 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
         .iter()
         .map(|&index| table.columns[index].clone())
         .collect();
-    let mut hidden: Vec<String> = Vec::new();
+    let mut hidden: Vec<(usize, String)> = Vec::new();
     // Fit the terminal. Text columns can shrink to 12 characters; when the table would not fit
-    // even so (and the user chose no columns), hide text columns from the right, keeping the
-    // first, and say which. Then shorten the widest text columns until the table fits.
+    // even so (and the user chose no columns), hide columns, text ones first, from the right,
+    // keeping the first, and say which. Then shorten the widest text columns until it fits.
     if let Some(width) = style.width {
         let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
         for row in &cells {
@@ -295,18 +302,39 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             }
         }
         let total = |widths: &[usize]| widths.iter().map(|width| width + 2).sum::<usize>();
-        let is_text = |shown: &[usize], column: usize| table.units[shown[column]] == Unit::Plain;
-        let floor = |shown: &[usize], widths: &[usize]| -> usize {
-            (0..widths.len()).map(|column| if is_text(shown, column) { widths[column].min(12) } else { widths[column] } + 2).sum()
+        // A column of text can be shortened; numbers (whatever their unit) cannot.
+        let is_text = |shown: &[usize], column: usize| {
+            table.units[shown[column]] == Unit::Plain
+                && table.rows.iter().any(|row| {
+                    matches!(
+                        row[shown[column]],
+                        Cell::Text(_) | Cell::Json(_) | Cell::Blob(_)
+                    )
+                })
         };
-        while floor(&shown, &widths) > width && style.columns.is_none() && !style.wide {
-            let Some(column) = (1..widths.len())
+        // The least a column can take: a text column 12 characters, or its title when longer.
+        let least = |shown: &[usize], titles: &[String], widths: &[usize], column: usize| {
+            if is_text(shown, column) {
+                widths[column].min(titles[column].chars().count().max(12))
+            } else {
+                widths[column]
+            }
+        };
+        let floor = |shown: &[usize], titles: &[String], widths: &[usize]| -> usize {
+            (0..widths.len())
+                .map(|column| least(shown, titles, widths, column) + 2)
+                .sum()
+        };
+        // Text columns go first (they can be looked up), then figures from the right; the
+        // first column (what a row is about) stays.
+        while floor(&shown, &titles, &widths) > width && style.columns.is_none() && !style.wide {
+            let text_column = (1..widths.len())
                 .rev()
-                .find(|&column| is_text(&shown, column))
-            else {
+                .find(|&column| is_text(&shown, column));
+            let Some(column) = text_column.or((widths.len() > 1).then(|| widths.len() - 1)) else {
                 break;
             };
-            hidden.insert(0, titles.remove(column));
+            hidden.push((shown[column], titles.remove(column)));
             widths.remove(column);
             shown.remove(column);
             for row in &mut cells {
@@ -315,11 +343,12 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
         }
         while total(&widths) > width {
             let widest = (0..widths.len())
-                .filter(|&column| is_text(&shown, column) && widths[column] > 12)
+                .filter(|&column| widths[column] > least(&shown, &titles, &widths, column))
                 .max_by_key(|&column| widths[column]);
             let Some(column) = widest else { break };
             let excess = total(&widths) - width;
-            widths[column] = widths[column].saturating_sub(excess).max(12);
+            let title = titles[column].chars().count().max(12);
+            widths[column] = widths[column].saturating_sub(excess).max(title);
             for row in &mut cells {
                 row[column] = shorten(&row[column], widths[column]);
             }
@@ -374,8 +403,9 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
         out.write_all(line.as_bytes())?;
     }
     if !hidden.is_empty() {
-        writeln!(
-            out,
+        hidden.sort();
+        let hidden: Vec<String> = hidden.into_iter().map(|(_, title)| title).collect();
+        let note = format!(
             "({} hidden to fit the terminal: {}; --wide shows every column)",
             if hidden.len() == 1 {
                 "1 column"
@@ -383,7 +413,10 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
                 "columns"
             },
             hidden.join(", ")
-        )?;
+        );
+        for line in super::wrap::wrap_line(&note, style.width.unwrap_or(usize::MAX)) {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
@@ -533,8 +566,9 @@ mod tests {
         ]];
         let table = Table::new(columns, rows);
         let mut out = Vec::new();
-        // At the floor 14 + 14 + (4 + 2) + (6 + 2) + (8 + 2) = 52: "other" goes; 38 still
-        // exceeds 20, but only the first column is left that is text: it is cut to 12.
+        // At the floor 14 + 14 + (4 + 2) + (6 + 2) + (8 + 2) = 52: "other" goes (text first);
+        // 38 still exceeds 20: then figures from the right, capacity (28) and offset (20); the
+        // first column is cut to 12 (14 + 6 = 20).
         let style = Style {
             width: Some(20),
             ..Style::default()
@@ -551,8 +585,13 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(
-                "(1 column hidden to fit the terminal: other; --wide shows every column)"
+            text.lines().all(|line| line.chars().count() <= 20),
+            "{text}"
+        );
+        let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            joined.contains(
+                "(columns hidden to fit the terminal: other, offset, capacity; --wide shows every column)"
             ),
             "{text}"
         );

@@ -40,7 +40,7 @@ fn colour(fill: Option<Fill>) -> &'static str {
     }
 }
 
-/// The legend line.
+/// The legend, on as many lines as the width needs.
 pub fn legend(style: Style) -> String {
     let mut parts = Vec::new();
     for fill in Fill::ALL {
@@ -49,9 +49,29 @@ pub fn legend(style: Style) -> String {
         } else {
             letter(Some(fill)).to_string()
         };
-        parts.push(format!("{mark} {}", fill.name()));
+        parts.push((
+            format!("{mark} {}", fill.name()),
+            2 + fill.name().chars().count(),
+        ));
     }
-    parts.join("  ")
+    // Items two spaces apart, on as many lines as the width (the bars' and their frame's) needs.
+    let room = style.width + 2;
+    let mut lines: Vec<(String, usize)> = Vec::new();
+    for (part, width) in parts {
+        match lines.last_mut() {
+            Some((line, used)) if *used + 2 + width <= room => {
+                line.push_str("  ");
+                line.push_str(&part);
+                *used += 2 + width;
+            }
+            _ => lines.push((part, width)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(line, _)| line)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Draw one memory over `[start, end)` (the whole memory when `None`).

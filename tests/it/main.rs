@@ -18,4 +18,5 @@ mod sim;
 mod sql_shapes;
 mod storage;
 mod story;
+mod terminal;
 mod viz;
