@@ -456,6 +456,11 @@ pub struct DatasetteArgs {
     /// extension, as Datasette names it: memstate.db → memstate).
     #[arg(long, value_name = "NAME")]
     pub database: Option<String>,
+    /// Also write memstate's Datasette plugin into this folder (created if missing): sizes in
+    /// binary units and offsets in hex, as the command line prints them, and the SQL box opening
+    /// on a public view. Serve with: datasette DB -m FILE --plugins-dir DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plugins_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,9 @@
 //!
 //! Datasette passes canned-query parameters as text and an empty text for one left blank, so each
 //! query's SQL is adapted: an integer parameter is cast to an integer, and one with a documented
-//! default takes it when left blank. Otherwise the SQL is the file's, unchanged.
+//! default takes it when left blank; `snapshot_id` and `memory_id` take every form the command line
+//! takes (resolved in the SQL itself), and a blank `run` is the only run. Otherwise the SQL is the
+//! file's, unchanged. [`plugin`] writes the Datasette plugin that shows sizes as the CLI does.
 
 use serde_json::{json, Map, Value};
 
@@ -137,26 +139,103 @@ fn title(name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Replace the parameter `:name` (a whole word) in `sql` with `with`.
-fn replace_param(sql: &str, name: &str, with: &str) -> String {
-    let token = format!(":{name}");
+/// Replace each parameter `:name` (a whole word) in `sql` with its SQL, in one pass: what a
+/// parameter is replaced with may name parameters itself, and is left as it is.
+fn replace_params(sql: &str, replacements: &[(String, String)]) -> String {
     let mut out = String::with_capacity(sql.len());
     let mut rest = sql;
-    while let Some(at) = rest.find(&token) {
-        let after = &rest[at + token.len()..];
-        let whole = !after.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+    while let Some(at) = rest.find(':') {
         out.push_str(&rest[..at]);
-        out.push_str(if whole { with } else { &token });
-        rest = after;
+        let after = &rest[at + 1..];
+        let length = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        match replacements
+            .iter()
+            .find(|(name, _)| name.as_str() == &after[..length])
+        {
+            Some((_, with)) if length > 0 => out.push_str(with),
+            _ => {
+                out.push(':');
+                out.push_str(&after[..length]);
+            }
+        }
+        rest = &after[length..];
     }
     out.push_str(rest);
     out
 }
 
+/// The snapshot a parameter's text names, in SQL, as `memstate report` resolves it: a snapshot
+/// id, `RUN:NODE:SEQ` (split from the right: a run id may hold `:`), or `latest`, the latest
+/// snapshot of the node whose dump was imported last (the command line refuses `latest` when
+/// the database holds several nodes; a Datasette form cannot, so it says which it takes). NULL,
+/// and no rows, for anything else. Every branch finds its snapshot by an index.
+fn snapshot_of(text: &str) -> String {
+    let head = format!("rtrim({text}, '0123456789')");
+    let run_node = format!("substr({head}, 1, length({head}) - 1)");
+    let run_colon = format!("rtrim({run_node}, '0123456789')");
+    format!(
+        "(SELECT CASE
+            WHEN {text} <> '' AND {text} NOT GLOB '*[^0-9]*' THEN CAST({text} AS INTEGER)
+            WHEN {text} = 'latest' THEN (SELECT s.id FROM snapshot s, (SELECT run_id, node FROM snapshot ORDER BY id DESC LIMIT 1) l
+                                         WHERE s.run_id = l.run_id AND s.node = l.node ORDER BY s.seq DESC LIMIT 1)
+            WHEN {head} GLOB '*:' AND length({head}) < length({text}) AND {run_colon} GLOB '?*:' AND length({run_colon}) < length({run_node})
+            THEN (SELECT s.id FROM snapshot s JOIN run r ON r.id = s.run_id
+                  WHERE r.name = substr({run_colon}, 1, length({run_colon}) - 1)
+                    AND s.node = CAST(substr({run_node}, length({run_colon}) + 1) AS INTEGER)
+                    AND s.seq = CAST(substr({text}, length({head}) + 1) AS INTEGER))
+          END)"
+    )
+}
+
+/// The memory a parameter's text names, in SQL, as `memstate report` resolves it: a memory id,
+/// or a Realm memory id (`0x` and up to 16 hex digits, or 16 bare ones), on the snapshot's node
+/// when `snapshot` (SQL) is given; NULL when no memory, or several, have that id.
+fn memory_of(text: &str, snapshot: Option<&str>) -> String {
+    let digits =
+        format!("lower(CASE WHEN lower({text}) GLOB '0x*' THEN substr({text}, 3) ELSE {text} END)");
+    let node = snapshot.map_or(String::new(), |snapshot| {
+        format!(
+            " AND m.run_id = (SELECT run_id FROM snapshot WHERE id = {snapshot})
+              AND m.node = (SELECT node FROM snapshot WHERE id = {snapshot})"
+        )
+    });
+    format!(
+        "(SELECT CASE
+            WHEN {text} <> '' AND {text} NOT GLOB '*[^0-9]*' THEN CAST({text} AS INTEGER)
+            WHEN {digits} NOT GLOB '*[^0-9a-f]*' AND length({digits}) BETWEEN 1 AND 16
+                 AND (lower({text}) GLOB '0x*' OR length({text}) = 16)
+            THEN (SELECT CASE WHEN count(*) = 1 THEN min(m.id) END FROM memory m
+                  WHERE printf('0x%016x', m.handle) = '0x' || substr('0000000000000000' || {digits}, -16){node})
+          END)"
+    )
+}
+
+/// The run a blank `run` means: the database's only run (none when it holds several).
+const ONLY_RUN: &str = "(SELECT CASE WHEN count(*) = 1 THEN min(name) END FROM run)";
+
 /// A canned query's SQL as Datasette should run it (see the module's comment).
 pub fn datasette_sql(query: &Query) -> String {
-    let mut sql = query.sql.to_string();
+    let mut replacements = Vec::new();
+    let has_snapshot = query.params.iter().any(|param| param.name == "snapshot_id");
     for param in &query.params {
+        let given = format!(":{}", param.name);
+        let resolved = match param.name.as_str() {
+            "snapshot_id" => Some(snapshot_of(&given)),
+            "memory_id" => Some(memory_of(
+                &given,
+                has_snapshot.then(|| snapshot_of(":snapshot_id")).as_deref(),
+            )),
+            "run" if param.default.is_none() => {
+                Some(format!("coalesce(nullif({given}, ''), {ONLY_RUN})"))
+            }
+            _ => None,
+        };
+        if let Some(resolved) = resolved {
+            replacements.push((param.name.clone(), resolved));
+            continue;
+        }
         let value = match &param.default {
             Some(default) => format!(
                 "coalesce(nullif(:{}, ''), '{}')",
@@ -170,9 +249,52 @@ pub fn datasette_sql(query: &Query) -> String {
         } else {
             value
         };
-        sql = replace_param(&sql, &param.name, &value);
+        replacements.push((param.name.clone(), value));
     }
-    sql
+    replace_params(query.sql, &replacements)
+}
+
+const PLUGIN: &str = include_str!("../../dashboards/datasette/memstate_datasette.py");
+
+/// The file name of the plugin [`plugin`] writes.
+pub const PLUGIN_FILE: &str = "memstate_datasette.py";
+
+/// Datasette's plugin for a database served under `database`: sizes in binary units and offsets
+/// in hex in its HTML tables, as the command line prints them, and the SQL box opening on a
+/// public view. The byte and offset columns are those the views and canned queries document.
+pub fn plugin(database: &str) -> String {
+    let mut bytes = std::collections::BTreeSet::new();
+    let mut offsets = std::collections::BTreeSet::new();
+    let mut sort = |name: &str, unit: Unit| match unit {
+        Unit::Bytes => {
+            bytes.insert(name.to_string());
+        }
+        Unit::Offset => {
+            offsets.insert(name.to_string());
+        }
+        _ => {}
+    };
+    for view in views() {
+        for (name, _) in &view.columns {
+            sort(name, Unit::of_column(name));
+        }
+    }
+    for query in canned::all() {
+        for column in &query.columns {
+            sort(&column.name, Unit::of_doc(&column.unit, &column.name));
+        }
+    }
+    let literal = |value: Value| value.to_string();
+    PLUGIN
+        .replace("__DATABASE__", &literal(json!(database)))
+        .replace("__BYTE_COLUMNS__", &literal(json!(bytes)))
+        .replace("__OFFSET_COLUMNS__", &literal(json!(offsets)))
+        .replace(
+            "__FIRST_SQL__",
+            &literal(json!(
+                "select * from snapshots order by snapshot_id desc limit 100"
+            )),
+        )
 }
 
 /// The metadata for a database served under `database` (Datasette names it after the file's
@@ -213,10 +335,12 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
         if !query.params.is_empty() {
             described.push_str("<p>Parameters:</p><ul>");
             for param in &query.params {
-                let blank = if param.default.is_some() {
-                    "; leave blank for the default"
-                } else {
-                    ""
+                let blank = match param.name.as_str() {
+                    _ if param.default.is_some() => "; leave blank for the default",
+                    "snapshot_id" => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the node whose dump was imported last)",
+                    "memory_id" => "; or a Realm memory id (0x1e00000000000003)",
+                    "run" => "; leave blank for the database's only run",
+                    _ => "",
                 };
                 described.push_str(&format!(
                     "<li><b>{}</b> ({}): {}{blank}</li>",
@@ -266,10 +390,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parameters_are_replaced_as_whole_words_only() {
+    fn parameters_are_replaced_as_whole_words_only_and_once() {
+        let replacements = [
+            ("run".to_string(), "X".to_string()),
+            ("top".to_string(), "(:run + 1)".to_string()),
+        ];
         assert_eq!(
-            replace_param("a = :run AND b = :run_id AND c = :run", "run", "X"),
-            "a = X AND b = :run_id AND c = X"
+            replace_params(
+                "a = :run AND b = :run_id AND c = :run, :top::text",
+                &replacements
+            ),
+            "a = X AND b = :run_id AND c = X, (:run + 1)::text"
         );
     }
 

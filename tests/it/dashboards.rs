@@ -460,6 +460,8 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
         .arg(&db)
         .args(["datasette-metadata", "--out"])
         .arg(&metadata_path)
+        .arg("--plugins-dir")
+        .arg(dir.path().join("plugins"))
         .output()
         .unwrap();
     assert_eq!(
@@ -480,6 +482,8 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
         .arg(&db)
         .arg("-m")
         .arg(&metadata_path)
+        .arg("--plugins-dir")
+        .arg(dir.path().join("plugins"))
         .args([
             "-h",
             "127.0.0.1",
@@ -518,6 +522,35 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
         page.contains("flattened with its snapshot and memory")
             && page.contains("seconds since the Unix epoch"),
         "the view's page shows its description and columns"
+    );
+    // Sizes in binary units, as the command line prints them (the exact bytes in the tooltip),
+    // offsets in hex; the SQL box opens on a public view, not a private table.
+    let plugins = get_json("/-/plugins.json");
+    assert!(
+        plugins.to_string().contains("memstate_datasette"),
+        "{plugins}"
+    );
+    let capacity: i64 = conn_value(&db, "SELECT max(capacity) FROM memory_stats");
+    let (_, page) = http_get(
+        server.1,
+        &format!("/memstate/memory_stats?capacity={capacity}&_size=5"),
+    );
+    assert!(
+        page.contains(&format!(
+            "<span title=\"{} bytes\">{}</span>",
+            grouped(capacity),
+            memstate::units::human_size(capacity).replace(' ', "&nbsp;")
+        )),
+        "the capacity in binary units: {page:.3000}"
+    );
+    assert!(
+        page.contains("iB</span>") && !page.contains("&nbsp;MB"),
+        "{page:.3000}"
+    );
+    let (_, page) = http_get(server.1, "/memstate");
+    assert!(
+        page.contains("select * from snapshots order by snapshot_id desc limit 100"),
+        "{page:.3000}"
     );
     // Every view, through the JSON API, holds the rows memstate sql gives.
     let views = metadata["databases"]["memstate"]["tables"]
@@ -566,11 +599,13 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     assert!(checked >= 12, "{checked} views");
     // Every canned query, with parameters and with defaults left blank, equals memstate report.
     let conn = Connection::open(&db).unwrap();
-    let (snapshot_id, memory_id): (i64, i64) = conn
+    let (snapshot_id, memory_id, snapshot_name, handle): (i64, i64, String, String) = conn
         .query_row(
-            "SELECT snapshot_id, memory_id FROM failed_requests LIMIT 1",
+            "SELECT f.snapshot_id, f.memory_id, s.run || ':' || s.node || ':' || s.seq, m.handle
+             FROM failed_requests f JOIN snapshots s USING (snapshot_id) JOIN memories m USING (memory_id)
+             LIMIT 1",
             [],
-            |row| Ok((row.get(0)?, row.get(1)?)),
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
         )
         .unwrap();
     let queries = metadata["databases"]["memstate"]["queries"]
@@ -584,7 +619,9 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
             .iter()
             .map(|param| param.as_str().unwrap())
             .collect();
-        for variant in ["defaults", "given"] {
+        // Defaults left blank (the run too: the demo holds one), every parameter given as an id,
+        // and given in the other forms the command line takes (RUN:NODE:SEQ, a memory's 0x id).
+        for variant in ["defaults", "given", "forms"] {
             let mut pairs: Vec<(&str, String)> = vec![("_shape", "array".to_string())];
             let mut report = vec![
                 "report".to_string(),
@@ -594,8 +631,11 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
             ];
             for param in &params {
                 let value = match *param {
+                    "run" if variant == "defaults" => String::new(),
                     "run" => "demo-seed1".to_string(),
+                    "snapshot_id" if variant == "forms" => snapshot_name.clone(),
                     "snapshot_id" => snapshot_id.to_string(),
+                    "memory_id" if variant == "forms" => handle.clone(),
                     "memory_id" => memory_id.to_string(),
                     "top" if variant == "given" => "3".to_string(),
                     "top" => String::new(),
@@ -736,4 +776,25 @@ fn the_pandas_example_reads_the_views_and_plots() {
         picture.starts_with(b"\x89PNG") && picture.len() > 10_000,
         "a PNG chart"
     );
+}
+
+/// One value of a query on the database.
+fn conn_value(db: &Path, sql: &str) -> i64 {
+    Connection::open(db)
+        .unwrap()
+        .query_row(sql, [], |row| row.get(0))
+        .unwrap()
+}
+
+/// A count with thousands separated by commas, as the plugin's tooltip writes it.
+fn grouped(count: i64) -> String {
+    let digits = count.to_string();
+    let mut out = String::new();
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
 }
