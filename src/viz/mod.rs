@@ -6,6 +6,10 @@ pub mod html;
 pub mod plot;
 pub mod terminal;
 
+/// The colour of a failure wherever it is drawn: the map's OOM marks and failed request, the
+/// chart's failed memory, its OOM marks and its failed request (map.html spells it out).
+pub const FAILURE_COLOUR: (u8, u8, u8) = (0xc0, 0x39, 0x2b);
+
 use crate::analysis::Layout;
 use crate::dump::figures::{merge, subtract};
 use crate::dump::{Range, State};
@@ -124,4 +128,22 @@ pub fn cells(segments: &[(Range, Fill)], start: u64, end: u64, cells: usize) -> 
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_map_and_the_chart_draw_a_failure_in_one_colour() {
+        let (red, green, blue) = super::FAILURE_COLOUR;
+        let colour = format!("#{red:02x}{green:02x}{blue:02x}");
+        let page = include_str!("map.html");
+        assert!(
+            page.contains(&colour),
+            "map.html draws failures in {colour}"
+        );
+        assert!(
+            !page.contains("#b01c1c"),
+            "no second red for failures in map.html"
+        );
+    }
 }

@@ -279,7 +279,7 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
         "Largest hole",
         "run golden",
         "snapshot (seq)",
-        "(bytes)",
+        "Largest hole (",
         "node 0 GPU_FB_MEM 0x1e00000000000003",
         "node 1 GPU_FB_MEM 0x1e00010000000003",
         "OOM",
@@ -445,4 +445,141 @@ fn a_page_summarizes_what_it_cannot_draw_one_by_one() {
     assert_eq!(data["marked"][0]["failed"], true);
     assert_eq!(data["focus"]["handle"], "0x1e00000000000003");
     assert!(page.len() < 20 << 20);
+}
+
+/// The SVG text elements of a chart: (x, text-anchor, text).
+fn svg_texts(svg: &str) -> Vec<(f64, String, String)> {
+    let mut texts = Vec::new();
+    let mut rest = svg;
+    while let Some(at) = rest.find("<text ") {
+        let tag_end = rest[at..].find('>').unwrap() + at;
+        let tag = &rest[at..tag_end];
+        let close = rest[tag_end..].find("</text>").unwrap() + tag_end;
+        let attribute = |name: &str| {
+            let key = format!("{name}=\"");
+            tag.find(&key).map(|start| {
+                let value = &tag[start + key.len()..];
+                value[..value.find('"').unwrap()].to_string()
+            })
+        };
+        texts.push((
+            attribute("x").unwrap().parse().unwrap(),
+            attribute("text-anchor").unwrap_or_default(),
+            rest[tag_end + 1..close].trim().to_string(),
+        ));
+        rest = &rest[close..];
+    }
+    texts
+}
+
+/// The charts' rules, on lines made by hand: every line its own colour (nine memories), the
+/// failed memory in the map's failure colour, a panel per kind on its own scale with ticks on
+/// round values of one binary unit, the OOM label on the side of its mark that has room, and a
+/// run of one snapshot drawn as dots.
+#[test]
+fn charts_give_each_memory_a_colour_and_each_kind_a_panel() {
+    use memstate::analysis::{FailedAt, OomMark, Series};
+    use memstate::viz::plot::{render_svg, Metric, XAxis};
+    let gib = 1u64 << 30;
+    let line = |node: i64, kind: &str, points: Vec<(f64, f64)>| Series {
+        node,
+        handle: format!("0x1e0000000000000{node}"),
+        kind: kind.to_string(),
+        points,
+    };
+    // Eight GPU memories with 100 to 800 MiB free, one SYSTEM_MEM with 64 GiB.
+    let mut series: Vec<Series> = (0..8)
+        .map(|node| {
+            let free = (node as f64 + 1.0) * 100.0 * 1048576.0;
+            line(
+                node,
+                "GPU_FB_MEM",
+                vec![(0.0, free), (1.0, free / 2.0), (2.0, free)],
+            )
+        })
+        .collect();
+    series.push(line(
+        9,
+        "SYSTEM_MEM",
+        vec![(0.0, 64.0 * gib as f64), (2.0, 60.0 * gib as f64)],
+    ));
+    let marks = [OomMark {
+        x: 2.0,
+        failed: Some(FailedAt {
+            node: 3,
+            handle: "0x1e00000000000003".to_string(),
+            size: 500 * 1048576,
+        }),
+    }];
+    let svg = render_svg("r", &series, &marks, Metric::Free, XAxis::Seq).unwrap();
+    let (red, green, blue) = memstate::viz::FAILURE_COLOUR;
+    let failure = format!("#{red:02X}{green:02X}{blue:02X}");
+    let line_colours: Vec<&str> = svg
+        .split("<polyline")
+        .skip(1)
+        .filter(|element| {
+            element.contains("stroke-width=\"2\"") && element.matches(',').count() >= 2
+        })
+        .filter_map(|element| element.split("stroke=\"").nth(1)?.split('"').next())
+        .filter(|colour| *colour != failure)
+        .collect();
+    let mut distinct = line_colours.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        8,
+        "eight lines, eight colours: {line_colours:?}"
+    );
+    assert!(
+        svg.contains(&format!("stroke=\"{failure}\" stroke-width=\"5\"")),
+        "the failed memory is drawn thick in the failure colour"
+    );
+    let texts = svg_texts(&svg);
+    let has = |wanted: &str| texts.iter().any(|(_, _, text)| text == wanted);
+    assert!(has("GPU_FB_MEM") && has("SYSTEM_MEM"), "a panel per kind");
+    // The GPU panel in MiB, the system one in GiB, ticks evenly spaced in whole or half units.
+    for unit in ["MiB", "GiB"] {
+        let ticks: Vec<f64> = texts
+            .iter()
+            .filter_map(|(_, _, text)| text.strip_suffix(&format!(" {unit}"))?.parse().ok())
+            .collect();
+        assert!(ticks.len() >= 4, "{unit}: {ticks:?}");
+        let step = ticks[1] - ticks[0];
+        assert!(
+            ticks
+                .windows(2)
+                .all(|pair| ((pair[1] - pair[0]) - step).abs() < 1e-9)
+                && (step * 2.0).fract() == 0.0,
+            "{unit}: {ticks:?}"
+        );
+    }
+    // The mark at the right end: its label reaches left from it.
+    let oom = texts
+        .iter()
+        .find(|(_, _, text)| text.starts_with("OOM: node 3"))
+        .expect("the OOM label");
+    assert_eq!(oom.1, "end", "{oom:?}");
+    assert!(oom.0 > 0.0 && oom.0 < 1400.0);
+    // At the left end it reaches right.
+    let early = [OomMark {
+        x: 0.0,
+        failed: marks[0].failed.clone(),
+    }];
+    let svg = render_svg("r", &series, &early, Metric::Free, XAxis::Seq).unwrap();
+    let oom = svg_texts(&svg)
+        .into_iter()
+        .find(|(_, _, text)| text.starts_with("OOM: node 3"))
+        .expect("the OOM label");
+    assert_eq!(oom.1, "start", "{oom:?}");
+    // One snapshot: a dot a memory, on an axis around it.
+    let single: Vec<Series> = series
+        .iter()
+        .map(|line| Series {
+            points: vec![(5.0, line.points[0].1)],
+            ..line.clone()
+        })
+        .collect();
+    let svg = render_svg("r", &single, &[], Metric::Free, XAxis::Seq).unwrap();
+    assert_eq!(svg.matches("<circle").count(), 9, "a dot a memory");
 }
