@@ -2,7 +2,7 @@
 //! small.expected.md states them), the golden run's OOM and diff worked out by hand, the other
 //! commands as a user runs them, and the demo.
 
-use crate::common::{data, import, json_of, memstate, simulated_db, text_of};
+use crate::common::{data, import, json_of, memstate, on_db, simulated_db, text_of};
 
 #[test]
 fn the_example_oom_is_fragmentation_not_solved_by_collection_blocked_by_one_future() {
@@ -120,12 +120,7 @@ fn diff_lists_what_appeared_disappeared_and_changed() {
     assert_eq!(kinds.iter().filter(|kind| **kind == "appeared").count(), 1);
     assert_eq!(kinds.iter().filter(|kind| **kind == "changed").count(), 2);
     // Selecting several snapshots where one is needed is a usage error.
-    memstate()
-        .arg("--db")
-        .arg(&db)
-        .args(["diff", "latest", "1"])
-        .assert()
-        .code(2);
+    on_db(&db).args(["diff", "latest", "1"]).assert().code(2);
 }
 
 #[test]
@@ -224,15 +219,11 @@ fn listing_commands_select_snapshots_and_memories() {
         table.contains("1.5 KiB") || table.contains("1500 B"),
         "{table}"
     );
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["stats", "--snapshot", "golden:9:9"])
         .assert()
         .code(2);
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["stats", "--snapshot", "nonsense"])
         .assert()
         .code(2);
@@ -272,22 +263,16 @@ fn report_lists_and_runs_canned_queries() {
         ],
     );
     assert_eq!(rows.as_array().unwrap().len(), 3);
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["report", "no-such-query"])
         .assert()
         .code(2);
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["report", "nodes", "-p", "color=blue"])
         .assert()
         .code(2);
     // A parameter without a default is asked for (a run would default to the only one).
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["report", "largest-holes"])
         .assert()
         .code(2)
@@ -356,9 +341,7 @@ fn the_demo_runs_and_shows_the_oom() {
         "{said}"
     );
     let db = dir.path().join("memstate-demo/memstate.db");
-    let snapshots = memstate()
-        .arg("--db")
-        .arg(&db)
+    let snapshots = on_db(&db)
         .args(["sql", "--format", "csv", "SELECT count(*) FROM snapshots"])
         .output()
         .unwrap();
@@ -519,9 +502,7 @@ fn diff_warns_across_nodes_and_backwards_and_refuses_across_runs() {
     let db = dir.path().join("t.db");
     crate::common::import(&db, &[&crate::common::data("run")], 0);
     let diff = |a: &str, b: &str| {
-        crate::common::memstate()
-            .arg("--db")
-            .arg(&db)
+        crate::common::on_db(&db)
             .args(["diff", a, b])
             .output()
             .unwrap()

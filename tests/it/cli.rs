@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use crate::common::{data, import, memstate, scalar, set, small, write, write_json};
+use crate::common::{data, import, memstate, on_db, scalar, set, small, write, write_json};
 
 fn dump_with_seq(seq: i64) -> Value {
     set(small(), "/snapshot/seq", json!(seq))
@@ -92,13 +92,7 @@ fn a_bad_fifth_line_is_refused_and_the_other_lines_land() {
     );
     let stream = write(dir.path(), "run.ndjson", &ndjson(&lines));
     let db = dir.path().join("t.db");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .arg("import")
-        .arg(&stream)
-        .output()
-        .unwrap();
+    let output = on_db(&db).arg("import").arg(&stream).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -123,13 +117,7 @@ fn a_syntax_error_in_a_stream_names_the_line_and_the_rest_lands() {
     bytes.extend_from_slice(&ndjson(&[dump_with_seq(3)]));
     let stream = write(dir.path(), "run.jsonl", &bytes);
     let db = dir.path().join("t.db");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .arg("import")
-        .arg(&stream)
-        .output()
-        .unwrap();
+    let output = on_db(&db).arg("import").arg(&stream).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -165,13 +153,7 @@ fn a_gzip_file_corrupt_half_way_is_refused() {
         &corrupt_half_way(gzip(&serde_json::to_vec(&value).unwrap())),
     );
     let db = dir.path().join("t.db");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .arg("import")
-        .arg(&file)
-        .output()
-        .unwrap();
+    let output = on_db(&db).arg("import").arg(&file).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -189,13 +171,7 @@ fn a_gzip_file_corrupt_half_way_is_refused() {
         "run.ndjson.gz",
         &corrupt_half_way(gzip(&ndjson(&lines))),
     );
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .arg("import")
-        .arg(&stream)
-        .output()
-        .unwrap();
+    let output = on_db(&db).arg("import").arg(&stream).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let landed: i64 = scalar(&db, "SELECT count(*) FROM snapshots");
     assert!(landed > 0 && landed < 40, "{landed} of 40 lines landed");
@@ -205,9 +181,7 @@ fn a_gzip_file_corrupt_half_way_is_refused() {
 fn standard_input_takes_a_stream_or_a_document() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["import", "-"])
         .write_stdin(ndjson(&[dump_with_seq(1), dump_with_seq(2)]))
         .output()
@@ -219,9 +193,7 @@ fn standard_input_takes_a_stream_or_a_document() {
         String::from_utf8_lossy(&output.stderr)
     );
     let pretty = serde_json::to_vec_pretty(&dump_with_seq(3)).unwrap();
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["import", "-"])
         .write_stdin(pretty)
         .output()
@@ -237,9 +209,7 @@ fn standard_input_takes_a_stream_or_a_document() {
         "-:1 -:2 -"
     );
     let compressed = gzip(&serde_json::to_vec(&dump_with_seq(4)).unwrap());
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["import", "-"])
         .write_stdin(compressed)
         .output()
@@ -291,9 +261,7 @@ fn sql_prints_exact_machine_readable_output() {
     import(&db, &[&data("small.json")], 0);
     let query = "SELECT uid, size, label, fragmentation FROM allocations JOIN memory_stats USING (snapshot_id, memory_id) WHERE size IN (4096, 262144) AND state = :state ORDER BY size";
     let run = |format: &str| {
-        let output = memstate()
-            .arg("--db")
-            .arg(&db)
+        let output = on_db(&db)
             .args(["sql", query, "-p", "state=valid", "--format", format])
             .output()
             .unwrap();
@@ -329,12 +297,7 @@ fn sql_prints_exact_machine_readable_output() {
         "{table}"
     );
     // A parameter the query needs but was not given is a usage error.
-    memstate()
-        .arg("--db")
-        .arg(&db)
-        .args(["sql", query])
-        .assert()
-        .code(2);
+    on_db(&db).args(["sql", query]).assert().code(2);
 }
 
 #[test]
@@ -390,9 +353,7 @@ fn validate_checks_without_a_database() {
 fn summaries_in_json_and_missing_paths() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["import", "--format", "json"])
         .arg(data("small.json"))
         .arg(dir.path().join("missing.json"))
@@ -456,7 +417,7 @@ fn annotations_join_objects_to_allocations() {
 }
 
 fn run_args(db: &std::path::Path, args: &[&str]) -> std::process::Output {
-    memstate().arg("--db").arg(db).args(args).output().unwrap()
+    on_db(db).args(args).output().unwrap()
 }
 
 fn stderr_of(output: &std::process::Output) -> String {
@@ -845,9 +806,7 @@ fn the_demo_writes_the_database_named_with_db() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mine.db");
     let folder = dir.path().join("demo");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .arg("demo")
         .arg("--dir")
         .arg(&folder)

@@ -123,10 +123,15 @@ pub fn scalar<T: rusqlite::types::FromSql>(db: &Path, sql: &str) -> T {
 }
 
 /// Import files into a database, asserting the exit status; returns stdout.
+/// memstate on a database: `memstate --db DB`, arguments to follow.
+pub fn on_db(db: impl AsRef<std::ffi::OsStr>) -> assert_cmd::Command {
+    let mut command = memstate();
+    command.arg("--db").arg(db);
+    command
+}
+
 pub fn import(db: &Path, paths: &[&Path], expected_status: i32) -> String {
-    let output = memstate()
-        .arg("--db")
-        .arg(db)
+    let output = on_db(db)
         .arg("import")
         .args(paths)
         .output()
@@ -162,9 +167,7 @@ pub fn have(program: &str, why: &str) -> bool {
 
 /// A command's rows in JSON (`--format json`), which must succeed.
 pub fn json_of(db: &Path, args: &[&str]) -> Value {
-    let output = memstate()
-        .arg("--db")
-        .arg(db)
+    let output = on_db(db)
         .args(args)
         .args(["--format", "json"])
         .output()
@@ -180,7 +183,7 @@ pub fn json_of(db: &Path, args: &[&str]) -> Value {
 
 /// A command's output for people, which must succeed.
 pub fn text_of(db: &Path, args: &[&str]) -> String {
-    let output = memstate().arg("--db").arg(db).args(args).output().unwrap();
+    let output = on_db(db).args(args).output().unwrap();
     assert_eq!(
         output.status.code(),
         Some(0),

@@ -455,9 +455,7 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     let dir = tempfile::tempdir().unwrap();
     let db = demo_db(dir.path());
     let metadata_path = dir.path().join("metadata.json");
-    let output = crate::common::memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = crate::common::on_db(&db)
         .args(["datasette-metadata", "--out"])
         .arg(&metadata_path)
         .arg("--plugins-dir")
@@ -564,9 +562,7 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
         let from_datasette = get_json(&format!(
             "/memstate/{name}.json?_shape=array&_nocount=1&_size=max"
         ));
-        let output = crate::common::memstate()
-            .arg("--db")
-            .arg(&db)
+        let output = crate::common::on_db(&db)
             .args(["sql", "--format", "json", &format!("SELECT * FROM {name}")])
             .output()
             .unwrap();
@@ -649,12 +645,7 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
             }
             let from_datasette =
                 get_json(&format!("/memstate/{name}.json?{}", query_string(&pairs)));
-            let output = crate::common::memstate()
-                .arg("--db")
-                .arg(&db)
-                .args(&report)
-                .output()
-                .unwrap();
+            let output = crate::common::on_db(&db).args(&report).output().unwrap();
             assert_eq!(
                 output.status.code(),
                 Some(0),

@@ -6,9 +6,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::common::{
-    contents, data, import, memstate, scalar, set, simulated_db, small, write_json,
-};
+use crate::common::{contents, data, import, on_db, scalar, set, simulated_db, small, write_json};
 
 fn bytes_of(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
@@ -16,9 +14,7 @@ fn bytes_of(path: &Path) -> Vec<u8> {
 
 fn assert_refused_untouched(db: &Path, words: &str) {
     let before = bytes_of(db);
-    let output = memstate()
-        .arg("--db")
-        .arg(db)
+    let output = on_db(db)
         .arg("import")
         .arg(data("small.json"))
         .output()
@@ -36,12 +32,7 @@ fn assert_refused_untouched(db: &Path, words: &str) {
         "a WAL file appeared"
     );
     // The read-only path refuses too.
-    let output = memstate()
-        .arg("--db")
-        .arg(db)
-        .args(["sql", "SELECT 1"])
-        .output()
-        .unwrap();
+    let output = on_db(db).args(["sql", "SELECT 1"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(bytes_of(db), before, "the file changed under sql");
 }
@@ -189,13 +180,7 @@ fn a_different_dump_with_the_same_identity_needs_replace() {
         "changed.json",
         &set(small(), "/memories/0/allocations/5/size", json!(8192)),
     );
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .arg("import")
-        .arg(&changed)
-        .output()
-        .unwrap();
+    let output = on_db(&db).arg("import").arg(&changed).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -204,9 +189,7 @@ fn a_different_dump_with_the_same_identity_needs_replace() {
     );
     assert_eq!(contents(&db), before);
 
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["import", "--replace"])
         .arg(&changed)
         .output()
@@ -287,12 +270,7 @@ fn sql_cannot_change_the_database() {
         "ATTACH DATABASE 'other.db' AS other",
         "PRAGMA query_only = 0; DELETE FROM string",
     ] {
-        let output = memstate()
-            .arg("--db")
-            .arg(&db)
-            .args(["sql", statement])
-            .output()
-            .unwrap();
+        let output = on_db(&db).args(["sql", statement]).output().unwrap();
         assert_eq!(
             output.status.code(),
             Some(2),
@@ -410,9 +388,7 @@ fn a_db_that_is_a_fifo_is_refused_at_once() {
         &["sql", "SELECT 1"],
         &["import", data("small.json").to_str().unwrap()],
     ] {
-        let output = memstate()
-            .arg("--db")
-            .arg(&fifo)
+        let output = on_db(&fifo)
             .args(args)
             .timeout(std::time::Duration::from_secs(20))
             .output()

@@ -328,12 +328,7 @@ fn extreme_dump(base: &Value, random: &mut Random, seq: i64) -> Value {
 
 /// Run one command on a database; it must answer (exit 0), never panic or fail with an overflow.
 fn must_answer(db: &std::path::Path, args: &[&str], context: &str) {
-    let output = crate::common::memstate()
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap();
+    let output = crate::common::on_db(db).args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.code() == Some(0),

@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use serde_json::json;
 
 use crate::common::{
-    contents, data, have, import, memstate, scalar, set, small, write, write_json,
+    contents, data, have, import, memstate, on_db, scalar, set, small, write, write_json,
 };
 
 fn binary() -> PathBuf {
@@ -336,9 +336,7 @@ fn a_blank_stream_is_refused_and_a_line_over_the_limit_is_skipped() {
     );
     let stream = write(dir.path(), "s.ndjson", long.as_bytes());
     let db = dir.path().join("t.db");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["import", "--max-dump-size", "2MiB"])
         .arg(&stream)
         .output()
@@ -498,9 +496,7 @@ fn readers_work_while_an_import_runs() {
         .unwrap();
     let mut reads = 0;
     while importer.try_wait().unwrap().is_none() {
-        let output = memstate()
-            .arg("--db")
-            .arg(&db)
+        let output = on_db(&db)
             .args(["sql", "SELECT count(*) FROM snapshots"])
             .output()
             .unwrap();
@@ -546,9 +542,7 @@ fn a_failure_inside_the_reader_is_an_error_naming_the_file_not_the_end_of_input(
 
 fn refused_untouched(db: &Path, words: &str) {
     let before = sha(db);
-    let output = memstate()
-        .arg("--db")
-        .arg(db)
+    let output = on_db(db)
         .arg("import")
         .arg(data("small.json"))
         .output()
@@ -556,12 +550,7 @@ fn refused_untouched(db: &Path, words: &str) {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(words), "{stderr} lacks {words:?}");
-    let output = memstate()
-        .arg("--db")
-        .arg(db)
-        .args(["sql", "SELECT 1"])
-        .output()
-        .unwrap();
+    let output = on_db(db).args(["sql", "SELECT 1"]).output().unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(sha(db), before, "{} changed", db.display());
     for suffix in ["-wal", "-shm"] {
@@ -702,9 +691,7 @@ fn allocations_of_a_snapshot_with_more_memories_than_sqlite_has_variables() {
     let path = write_json(dir.path(), "wide.json", &dump);
     let db = dir.path().join("t.db");
     import(&db, &[&path], 0);
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["allocations", "--by", "kind", "--format", "csv"])
         .output()
         .unwrap();
@@ -732,9 +719,7 @@ fn markup_in_dump_strings_reaches_the_map_page_inert() {
     let db = dir.path().join("t.db");
     import(&db, &[&path], 0);
     let page = dir.path().join("map.html");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["map", "--html"])
         .arg(&page)
         .output()

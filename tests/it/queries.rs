@@ -453,9 +453,7 @@ fn the_run_parameter_defaults_to_the_only_run() {
     );
     let file = write_json(dir.path(), "second.json", &other);
     import(&db, &[&file], 0);
-    let output = crate::common::memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = crate::common::on_db(&db)
         .args(["report", "nodes"])
         .output()
         .unwrap();

@@ -4,7 +4,7 @@
 use memstate::dump::{parse_document, Options};
 use serde_json::{json, Value};
 
-use crate::common::{contents, data, import, memstate, remove, set, small, write};
+use crate::common::{contents, data, import, on_db, remove, set, small, write};
 
 /// What the JSON Schema is expected to say of a case.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -462,13 +462,7 @@ fn every_bad_input_leaves_the_database_unchanged() {
     let before = contents(&db);
     for (index, case) in cases().into_iter().enumerate() {
         let file = write(dir.path(), &format!("case{index}.json"), &case.bytes);
-        let output = memstate()
-            .arg("--db")
-            .arg(&db)
-            .arg("import")
-            .arg(&file)
-            .output()
-            .unwrap();
+        let output = on_db(&db).arg("import").arg(&file).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(
             output.status.code(),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use memstate::query::{canned, Cell};
 use rusqlite::Connection;
 
-use crate::common::{data, memstate};
+use crate::common::{data, on_db};
 
 /// (view, columns in order) as docs/SCHEMA.md lists them.
 fn documented_views() -> Vec<(String, Vec<String>)> {
@@ -105,9 +105,7 @@ fn v1_views_as_printed(db: &Path) -> String {
         let order: Vec<String> = (1..=header.split(',').count())
             .map(|index| index.to_string())
             .collect();
-        let output = memstate()
-            .arg("--db")
-            .arg(db)
+        let output = on_db(db)
             .args([
                 "sql",
                 "--format",
@@ -190,13 +188,7 @@ fn a_version_1_database_upgrades_in_place_with_every_view_unchanged() {
     assert!(spans * 2 < rows, "{spans} spans for {rows} rows");
     // Importing more into the upgraded database goes on from there.
     drop(conn);
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .arg("import")
-        .arg(data("run"))
-        .output()
-        .unwrap();
+    let output = on_db(&db).arg("import").arg(data("run")).output().unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -220,9 +212,7 @@ fn an_upgrade_that_fails_leaves_the_version_1_database_as_it_was() {
         .execute_batch("CREATE TABLE hole_span (x);")
         .unwrap();
     let bytes = std::fs::read(&db).unwrap();
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["sql", "SELECT count(*) FROM allocations"])
         .output()
         .unwrap();

@@ -9,7 +9,7 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::{json, Value};
 
-use crate::common::{data, import, json_of, memstate, small, text_of, write, write_json};
+use crate::common::{data, import, json_of, memstate, on_db, small, text_of, write, write_json};
 use crate::viz::{body_attribute, browser, dom_of, screenshot};
 
 fn allocation(uid: u64, kind: &str, state: &str, offset: u64, size: u64) -> Value {
@@ -623,9 +623,7 @@ fn without_a_failure_the_page_opens_on_the_most_fragmented_memory() {
     let db = dir.path().join("t.db");
     import(&db, &[&write_json(dir.path(), "quiet.json", &value)], 0);
     let page = dir.path().join("quiet.html");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["map", "--html"])
         .arg(&page)
         .output()
@@ -696,9 +694,7 @@ fn the_history_of_a_thousand_snapshots_draws_and_tells_what_lived_where() {
         )
         .unwrap();
     let page = dir.path().join("history.html");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["map", "--html"])
         .arg(&page)
         .args(["--history", "-m", "0x1e00000000000003"])
@@ -879,9 +875,7 @@ fn the_charts_name_the_failed_memory_and_draw_the_request() {
         .contains("failed request"));
     // A PNG is refused, naming the file; nothing is written.
     let png = dir.path().join("x.png");
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
+    let output = on_db(&db)
         .args(["plot", "--out"])
         .arg(&png)
         .output()
@@ -979,9 +973,7 @@ fn blockers_says_where_a_request_fits_now_and_looks_where_requests_fail() {
     );
     assert!(!text.contains("GPU_FB_MEM"), "{text}");
     // --memory and --all do not go together.
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["blockers", "--size", "1", "--all", "--memory", "GPU_FB_MEM"])
         .assert()
         .code(2);

@@ -6,19 +6,14 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::common::{data, import, memstate, write_json};
+use crate::common::{data, import, on_db, write_json};
 
 #[test]
 fn terminal_bars_of_the_example_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
-    let output = memstate()
-        .arg("--db")
-        .arg(&db)
-        .args(["map", "--width", "16"])
-        .output()
-        .unwrap();
+    let output = on_db(&db).args(["map", "--width", "16"]).output().unwrap();
     assert_eq!(output.status.code(), Some(0));
     let text = String::from_utf8(output.stdout).unwrap();
     // GPU, 65536 bytes a cell: valid [0,262144) = 4 cells, collectable 2, hole 1, valid 1, the
@@ -34,9 +29,7 @@ fn terminal_bars_of_the_example_by_hand() {
     assert!(!text.contains('\x1b'), "no colours when not a terminal");
     // Zoomed on [458752, 851968): 12 cells of 32768 bytes: valid 2, pending_alloc 4, the rest of
     // the pending_free 4, a hole, then the cell holding the future but mostly hole.
-    let zoom = memstate()
-        .arg("--db")
-        .arg(&db)
+    let zoom = on_db(&db)
         .args([
             "map",
             "--memory",
@@ -50,12 +43,7 @@ fn terminal_bars_of_the_example_by_hand() {
         .unwrap();
     let zoom = String::from_utf8(zoom.stdout).unwrap();
     assert!(zoom.contains("|VVaaaaffff..|"), "{zoom}");
-    memstate()
-        .arg("--db")
-        .arg(&db)
-        .args(["map", "--range", "9:3"])
-        .assert()
-        .code(2);
+    on_db(&db).args(["map", "--range", "9:3"]).assert().code(2);
 }
 
 /// Headless Chromium, or `None` (the test is skipped with a message, or fails under CI).
@@ -177,9 +165,7 @@ fn the_html_map_draws_in_a_real_browser() {
     memstate::sim::simulate(&config, &dir.path().join("run"), &mut |_| {}).unwrap();
     import(&db, &[&dir.path().join("run")], 0);
     let page = dir.path().join("map.html");
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["map", "--snapshots", "1..8", "--html"])
         .arg(&page)
         .assert()
@@ -233,9 +219,7 @@ fn the_html_map_handles_fifty_thousand_allocations() {
     let db = dir.path().join("t.db");
     import(&db, &[&file], 0);
     let page = dir.path().join("big.html");
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["map", "--html"])
         .arg(&page)
         .assert()
@@ -257,9 +241,7 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
     let db = dir.path().join("t.db");
     import(&db, &[&data("run")], 0);
     let svg_path = dir.path().join("trend.svg");
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args([
             "plot",
             "--metric",
@@ -292,9 +274,7 @@ fn the_trend_chart_is_an_svg_with_title_axes_legend_and_oom_mark() {
         "lines: {}",
         svg.matches("<polyline").count()
     );
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["plot", "--memory", "HDF_MEM", "--out"])
         .arg(dir.path().join("x.svg"))
         .assert()
@@ -314,9 +294,7 @@ fn the_html_map_zooms_and_tells_what_is_where() {
     let db = dir.path().join("t.db");
     import(&db, &[&data("small.json")], 0);
     let page = dir.path().join("small.html");
-    memstate()
-        .arg("--db")
-        .arg(&db)
+    on_db(&db)
         .args(["map", "--memory", "GPU_FB_MEM", "--html"])
         .arg(&page)
         .assert()
@@ -399,9 +377,7 @@ fn a_page_summarizes_what_it_cannot_draw_one_by_one() {
     let db = dir.path().join("t.db");
     crate::common::import(&db, &[&file], 0);
     let page_path = dir.path().join("page.html");
-    crate::common::memstate()
-        .arg("--db")
-        .arg(&db)
+    crate::common::on_db(&db)
         .args(["map", "--html"])
         .arg(&page_path)
         .arg("--history")
