@@ -19,15 +19,19 @@ use std::time::{Duration, Instant};
 use crate::db::{Database, Importer, Outcome};
 use crate::dump::{self, parse_document, read, Annotations, Document, Options, Prepared};
 use crate::error::{Error, Result};
+use crate::source;
 
 /// What to do with the inputs.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct IngestOptions {
     pub strict: bool,
     /// Replace a different dump already imported under the same (run, node, seq).
     pub replace: bool,
     /// Bounds on one record (a dump may not decompress to more than its `max_dump_size`).
     pub limits: read::Limits,
+    /// What kind of input the files are (found from their content by default), and the run of
+    /// foreign inputs.
+    pub source: source::Options,
 }
 
 /// Counts of one import or validate run.
@@ -250,6 +254,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         strict: options.strict,
     };
     let limits = options.limits;
+    let sources = options.source.clone();
     let inputs = expanded.inputs.len() as u64;
     let mut threads = Vec::new();
     let reading = Arc::clone(&window);
@@ -272,7 +277,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 if !room() {
                     return false;
                 }
-                let records = match read::open(input, limits) {
+                let records = match source::open(input, limits, &sources) {
                     Err(error) => return send(Job::Ready(Item::Refused(error))) && room(),
                     Ok(records) => records,
                 };
@@ -543,13 +548,14 @@ pub fn import_until(
     if let Some(stop) = stop {
         importer = importer.stop_on(stop);
     }
+    let replace = options.replace;
     drive(
         paths,
         options,
         stop,
         report,
         &mut |summary, record, report| {
-            if let Landed::Refused(error) = land(&mut importer, summary, record, options.replace)? {
+            if let Landed::Refused(error) = land(&mut importer, summary, record, replace)? {
                 report(ImportEvent::Refused { error: &error });
             }
             Ok(())

@@ -15,6 +15,7 @@ pub mod follow;
 pub mod ingest;
 pub mod query;
 pub mod sim;
+pub mod source;
 pub mod story;
 pub mod units;
 pub mod viz;

@@ -10,7 +10,7 @@ mod values;
 
 use values::{parse_wall_start, ReportName};
 pub use values::{
-    CompressionArg, FileLayoutArg, FormatArg, GroupByArg, MetricArg, StateArg, XAxisArg,
+    CompressionArg, FileLayoutArg, FormatArg, GroupByArg, MetricArg, SourceArg, StateArg, XAxisArg,
 };
 
 const AFTER_HELP: &str = "The database is --db PATH, else $MEMSTATE_DB, else memstate.db in the current folder.
@@ -158,6 +158,17 @@ pub struct ReadArgs {
     /// refused after reading only a few MiB. 0 for no limit.
     #[arg(long, default_value_t = memstate::dump::read::DEFAULT_MAX_RATIO, value_name = "N")]
     pub max_ratio: u64,
+
+    /// What the inputs are: found from each file's content (auto), memstate's own dumps, a log
+    /// holding Legate's out-of-memory reports, or Realm's allocator status. A file that is none
+    /// of these, or not the kind forced, is refused whole.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto, value_name = "KIND")]
+    pub source: SourceArg,
+
+    /// The run the snapshots of a Legate or Realm log belong to (their lines name none;
+    /// default: the file's name up to its first dot).
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
 
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]

@@ -167,3 +167,28 @@ impl From<XAxisArg> for memstate::viz::plot::XAxis {
         }
     }
 }
+
+/// The kinds of input (the library's `source::Kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum SourceArg {
+    /// Found from each file's content.
+    #[default]
+    Auto,
+    /// memstate's own format v1.
+    Memstate,
+    /// A log with Legate's out-of-memory reports.
+    LegateOom,
+    /// A log with Realm's range allocator status.
+    RealmAllocator,
+}
+
+impl From<SourceArg> for memstate::source::Kind {
+    fn from(kind: SourceArg) -> Self {
+        match kind {
+            SourceArg::Auto => memstate::source::Kind::Auto,
+            SourceArg::Memstate => memstate::source::Kind::Memstate,
+            SourceArg::LegateOom => memstate::source::Kind::LegateOom,
+            SourceArg::RealmAllocator => memstate::source::Kind::RealmAllocator,
+        }
+    }
+}

@@ -47,6 +47,10 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
             max_dump_size: args.max_dump_size,
             max_ratio: args.max_ratio,
         },
+        source: memstate::source::Options {
+            kind: args.source.into(),
+            run: args.run.clone(),
+        },
     }
 }
 

@@ -397,6 +397,16 @@ pub fn open(input: &Input, limits: Limits) -> Result<Records> {
 }
 
 impl Records {
+    /// The input's first bytes (decompressed), not consumed: what a reader decides its kind from.
+    pub fn peek(&mut self) -> io::Result<&[u8]> {
+        self.reader.fill_buf()
+    }
+
+    /// The decompressed input itself, for a reader that takes it whole.
+    pub fn reader(&mut self) -> &mut (dyn BufRead + Send) {
+        &mut *self.reader
+    }
+
     fn read_error(&mut self, place: &str, error: io::Error) -> Error {
         self.done = true;
         let message = match error.kind() {

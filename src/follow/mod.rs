@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::ingest::{self, ImportSummary, IngestOptions, Item, Landed};
 
 /// How to follow.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FollowOptions {
     pub ingest: IngestOptions,
     /// Scan at least this often.
@@ -132,7 +132,7 @@ pub fn follow(
     let display = database.display();
     let mut follower = Follower {
         importer: Importer::new(&mut database.conn, display),
-        options,
+        options: options.clone(),
         summary: ImportSummary::default(),
         latest: BTreeMap::new(),
         files: HashMap::new(),

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{query_error, MemoryFilter};
 use crate::analysis::{AllocationInfo, FailedAt, Layout, OomMark, Placed, Request, Series};
@@ -248,6 +248,18 @@ pub fn layouts_of(
         )?);
     }
     Ok(all)
+}
+
+/// A snapshot's own note, if it has one.
+pub fn snapshot_note(conn: &Connection, snapshot_id: i64) -> Result<Option<String>> {
+    conn.prepare_cached("SELECT note FROM snapshots WHERE snapshot_id = ?1")
+        .and_then(|mut statement| {
+            statement
+                .query_row([snapshot_id], |row| row.get::<_, Option<String>>(0))
+                .optional()
+        })
+        .map(Option::flatten)
+        .map_err(query_error)
 }
 
 /// Every failed request of the given snapshots, in order.

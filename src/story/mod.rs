@@ -36,6 +36,8 @@ pub struct Story {
     pub capacity: u64,
     /// Where to see it: the page's URL and fragment, or how to write the page and the fragment.
     pub link: String,
+    /// What the snapshot itself says (a source that could not tell everything says so here).
+    pub snapshot_note: Option<String>,
 }
 
 impl Story {
@@ -116,6 +118,7 @@ pub fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Story>> {
             advice,
             capacity: memory.layout.capacity,
             link: String::new(),
+            snapshot_note: load::snapshot_note(conn, request.snapshot_id)?,
         };
         story.link = format!(
             "memstate map --html map.html, then open map.html{}",

@@ -32,6 +32,7 @@ pub fn story_table(stories: &[Story]) -> Table {
         "recent",
         "advice",
         "map_link",
+        "snapshot_note",
     ];
     let rows = stories
         .iter()
@@ -73,6 +74,7 @@ pub fn story_table(stories: &[Story]) -> Table {
             row.push(Cell::json(&story.recent));
             row.push(Cell::text(story.advice.clone()));
             row.push(Cell::text(story.link.clone()));
+            row.push(Cell::optional_text(story.snapshot_note.as_deref()));
             row
         })
         .collect();

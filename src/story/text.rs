@@ -59,6 +59,9 @@ pub fn describe_story(
             &finding.handle
         )
     )?;
+    if let Some(note) = &story.snapshot_note {
+        writeln!(out, "  snapshot note   {}", visible(note))?;
+    }
     writeln!(
         out,
         "  request         {} ({} bytes, aligned to {}){}{}",

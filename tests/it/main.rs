@@ -15,6 +15,7 @@ mod queries;
 mod reader;
 mod schema;
 mod sim;
+mod sources;
 mod sql_shapes;
 mod storage;
 mod story;
