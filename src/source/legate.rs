@@ -264,7 +264,7 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
     };
     if end > capacity {
         return Err(Error::input(
-            &format!("{display}:{}", report.line),
+            format!("{display}:{}", report.line),
             "",
             format!("the instances listed reach {end} bytes past the lowest address, beyond the memory's {capacity} bytes: not a report memstate can place"),
         ));

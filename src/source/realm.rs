@@ -125,7 +125,7 @@ pub fn read(text: &str, display: &str) -> Result<Vec<Found>> {
             };
             if last < first {
                 return Err(Error::input(
-                    &format!("{display}:{}", index + 1),
+                    format!("{display}:{}", index + 1),
                     "",
                     format!("a range from {first} to {last} ends before it starts"),
                 ));
