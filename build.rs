@@ -48,6 +48,8 @@ fn outside_programs() {
             "test -x /usr/bin/chromium || test -x /usr/bin/chromium-browser || test -x /usr/bin/google-chrome",
         ),
         ("has_pandas", "python3 -c 'import pandas, matplotlib'"),
+        ("has_gxx", "command -v g++"),
+        ("has_python3", "command -v python3"),
     ] {
         println!("cargo::rustc-check-cfg=cfg({flag})");
         if ci || succeeds(script) {

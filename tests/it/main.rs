@@ -21,3 +21,4 @@ mod storage;
 mod story;
 mod terminal;
 mod viz;
+mod writers;
