@@ -160,8 +160,8 @@ pub struct ReadArgs {
     pub max_ratio: u64,
 
     /// What the inputs are: found from each file's content (auto), memstate's own dumps, a log
-    /// holding Legate's out-of-memory reports, or Realm's allocator status. A file that is none
-    /// of these, or not the kind forced, is refused whole.
+    /// holding Legate's out-of-memory reports or Realm's allocator status, or a PyTorch allocator
+    /// snapshot. A file that is none of these, or not the kind forced, is refused whole.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto, value_name = "KIND")]
     pub source: SourceArg,
 
@@ -169,6 +169,11 @@ pub struct ReadArgs {
     /// default: the file's name up to its first dot).
     #[arg(long, value_name = "ID")]
     pub run: Option<String>,
+
+    /// For a PyTorch allocator snapshot: besides one snapshot per out-of-memory event and the
+    /// final one, a snapshot rebuilt from its trace every N events.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub every: Option<u64>,
 
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]

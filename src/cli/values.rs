@@ -180,6 +180,8 @@ pub enum SourceArg {
     LegateOom,
     /// A log with Realm's range allocator status.
     RealmAllocator,
+    /// A PyTorch CUDA allocator snapshot (the pickle torch.cuda.memory._dump_snapshot writes).
+    TorchSnapshot,
 }
 
 impl From<SourceArg> for memstate::source::Kind {
@@ -189,6 +191,7 @@ impl From<SourceArg> for memstate::source::Kind {
             SourceArg::Memstate => memstate::source::Kind::Memstate,
             SourceArg::LegateOom => memstate::source::Kind::LegateOom,
             SourceArg::RealmAllocator => memstate::source::Kind::RealmAllocator,
+            SourceArg::TorchSnapshot => memstate::source::Kind::TorchSnapshot,
         }
     }
 }

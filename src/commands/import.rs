@@ -50,6 +50,7 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
         source: memstate::source::Options {
             kind: args.source.into(),
             run: args.run.clone(),
+            every: args.every,
         },
     }
 }

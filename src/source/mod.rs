@@ -5,6 +5,8 @@
 //!
 //! - [`legate`]: Legate's out-of-memory report (the base mapper's `report_failed_mapping`).
 //! - [`realm`]: Realm's range allocator status (`BasicRangeAllocator::dump_allocator_status`).
+//! - [`torch`]: PyTorch's CUDA allocator snapshots (the pickle `_dump_snapshot` writes), read by
+//!   [`pickle`], which never runs code.
 //!
 //! The kind is found from the content (`--source auto`), or forced. Common rules: one snapshot per
 //! report or status block; the node from Realm's log prefix (0 without one); seq increasing in
@@ -13,7 +15,9 @@
 
 pub mod legate;
 mod log;
+pub mod pickle;
 pub mod realm;
+pub mod torch;
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -33,6 +37,7 @@ pub enum Kind {
     Memstate,
     LegateOom,
     RealmAllocator,
+    TorchSnapshot,
 }
 
 impl Kind {
@@ -42,15 +47,14 @@ impl Kind {
             Kind::Memstate => "memstate",
             Kind::LegateOom => "legate-oom",
             Kind::RealmAllocator => "realm-allocator",
+            Kind::TorchSnapshot => "torch-snapshot",
         }
     }
 
     /// What the refusal of an input that is not of this kind says it is not.
     fn described(self) -> &'static str {
         match self {
-            Kind::Auto => {
-                "a memstate dump, a Legate out-of-memory report or a Realm allocator status"
-            }
+            Kind::Auto => "a memstate dump, a Legate out-of-memory report, a Realm allocator status or a PyTorch allocator snapshot",
             Kind::Memstate => "a memstate dump",
             Kind::LegateOom => {
                 "a Legate out-of-memory report (no \"Failed to allocate N bytes on memory\" line)"
@@ -58,6 +62,7 @@ impl Kind {
             Kind::RealmAllocator => {
                 "a Realm allocator status (no \"allocated_range_idx:\" and \"%%Stats%%\" lines)"
             }
+            Kind::TorchSnapshot => "a PyTorch allocator snapshot (not a pickle)",
         }
     }
 }
@@ -68,6 +73,8 @@ pub struct Options {
     pub kind: Kind,
     /// The run of dumps whose input names none (default: the file's stem).
     pub run: Option<String>,
+    /// For a PyTorch snapshot: also a rebuilt snapshot every this many trace events.
+    pub every: Option<u64>,
 }
 
 /// A snapshot a source found, before its run and seq are given.
@@ -134,11 +141,14 @@ fn dumps(found: Vec<Found>, display: &str, options: &Options) -> Vec<Record> {
         .collect()
 }
 
-/// The kind a text's content says it is (`None`: none known).
-fn detect_text(text: &str) -> Option<Kind> {
-    if realm::looks_like(text) {
+/// The kind a foreign input's content says it is (`None`: none known).
+fn detect(bytes: &[u8]) -> Option<Kind> {
+    let text = String::from_utf8_lossy(bytes);
+    if torch::looks_like(bytes) {
+        Some(Kind::TorchSnapshot)
+    } else if realm::looks_like(&text) {
         Some(Kind::RealmAllocator)
-    } else if legate::looks_like(text) {
+    } else if legate::looks_like(&text) {
         Some(Kind::LegateOom)
     } else {
         None
@@ -146,11 +156,14 @@ fn detect_text(text: &str) -> Option<Kind> {
 }
 
 /// Convert a foreign input of `kind` (not memstate's own) into dumps.
-fn convert(kind: Kind, text: &str, display: &str, options: &Options) -> Result<Vec<Record>> {
+fn convert(kind: Kind, bytes: &[u8], display: &str, options: &Options) -> Result<Vec<Record>> {
     let found = match kind {
-        Kind::LegateOom => legate::read(text, display)?,
-        Kind::RealmAllocator => realm::read(text, display)?,
-        Kind::Auto | Kind::Memstate => Vec::new(),
+        Kind::TorchSnapshot if torch::looks_like(bytes) => {
+            torch::read(bytes, display, options.every)?
+        }
+        Kind::LegateOom => legate::read(&String::from_utf8_lossy(bytes), display)?,
+        Kind::RealmAllocator => realm::read(&String::from_utf8_lossy(bytes), display)?,
+        Kind::TorchSnapshot | Kind::Auto | Kind::Memstate => Vec::new(),
     };
     if found.is_empty() {
         return Err(not_of_kind(display, kind));
@@ -204,12 +217,11 @@ pub fn open(
     if bytes.len() as u64 > limit {
         return Err(read::too_large(input.display.clone(), limits));
     }
-    let text = String::from_utf8_lossy(&bytes);
     let kind = match kind {
-        Kind::Auto => detect_text(&text).ok_or_else(|| not_of_kind(&input.display, Kind::Auto))?,
+        Kind::Auto => detect(&bytes).ok_or_else(|| not_of_kind(&input.display, Kind::Auto))?,
         forced => forced,
     };
-    let dumps = convert(kind, &text, &input.display, options)?;
+    let dumps = convert(kind, &bytes, &input.display, options)?;
     Ok(Box::new(dumps.into_iter().map(Ok)))
 }
 

@@ -232,7 +232,7 @@ fn inputs_of_no_known_kind_are_refused_and_the_run_can_be_named() {
     refused(
         &[],
         &garbage,
-        "not a memstate dump, a Legate out-of-memory report or a Realm allocator status",
+        "not a memstate dump, a Legate out-of-memory report, a Realm allocator status or a PyTorch allocator snapshot",
     );
     refused(
         &["--source", "realm-allocator"],
@@ -256,6 +256,11 @@ fn inputs_of_no_known_kind_are_refused_and_the_run_can_be_named() {
         &std::fs::read(fixture("realm.log")).unwrap()[..700],
     );
     refused(&[], &truncated, "not a memstate dump");
+    refused(
+        &["--source", "torch-snapshot"],
+        &fixture("realm.log"),
+        "not a PyTorch allocator snapshot",
+    );
     assert!(!db.exists() || rows(&db, "SELECT count(*) FROM snapshots") == [["0"]]);
     // --run names the run of a log's snapshots; a forced kind that fits reads as auto does.
     on_db(&db)
@@ -267,4 +272,123 @@ fn inputs_of_no_known_kind_are_refused_and_the_run_can_be_named() {
         rows(&db, "SELECT DISTINCT run FROM snapshots"),
         [["job-42"]]
     );
+}
+
+/// torch-snapshot.pickle (see make_torch_snapshot.py beside it). Final state, the last snapshot
+/// (reason request): segment A (2 MiB) holds 1 MiB valid at 0 (train.py:10, the user's frame
+/// under torch's own) and 512 KiB pending free at 1.5 MiB, its inactive block [1, 1.5) MiB a
+/// listed hole; B (2 MiB) is one listed hole. Replayed backwards: undoing the last free_requested
+/// makes A's last block valid again; that is the state before the oom (at 1070 us, 70 us after
+/// the first event): 1.5 MiB used in A (free 512 KiB), B empty (free 2 MiB, the device's largest
+/// free range), so the 3 MiB request fails on B: exhaustion. With --every 4 the state after the
+/// 4th event (30 us) is added: A holds 1 MiB at 0 and, pending free, the block of the 500000-byte
+/// request at 1 MiB, not live at the end, so rounded up to 977 * 512 = 500224 bytes; B is not
+/// mapped yet. The 8th event is the oom: after it, the same state as before it.
+#[test]
+fn a_pytorch_snapshot_gives_its_final_state_and_the_states_its_trace_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&fixture("torch-snapshot.pickle")], 0);
+    assert_eq!(
+        rows(
+            &db,
+            "SELECT seq, time_ns, reason FROM snapshots ORDER BY seq"
+        ),
+        [["0", "70000", "oom"], ["1", "90000", "request"]]
+    );
+    assert_eq!(
+        rows(&db, "SELECT s.seq, m.handle, ms.used_bytes, ms.free_bytes, ms.holes_listed FROM memory_stats ms
+                   JOIN memories m USING (memory_id) JOIN snapshots s USING (snapshot_id) ORDER BY s.seq, m.handle"),
+        [
+            ["0", "0x00007f0000000000", "1572864", "524288", "0"],
+            ["0", "0x00007f0000200000", "0", "2097152", "0"],
+            ["1", "0x00007f0000000000", "1572864", "524288", "1"],
+            ["1", "0x00007f0000200000", "0", "2097152", "1"],
+        ]
+    );
+    assert_eq!(
+        rows(
+            &db,
+            "SELECT s.seq, a.offset, a.size, a.state, coalesce(a.provenance, '') FROM allocations a
+                   JOIN snapshots s USING (snapshot_id) ORDER BY s.seq, a.offset"
+        ),
+        [
+            ["0", "0", "1048576", "valid", "train.py:10"],
+            ["0", "1572864", "524288", "valid", ""],
+            ["1", "0", "1048576", "valid", "train.py:10"],
+            ["1", "1572864", "524288", "pending_free", ""],
+        ]
+    );
+    assert_eq!(
+        rows(&db, "SELECT s.seq, m.handle, f.size FROM failed_requests f JOIN snapshots s USING (snapshot_id)
+                   JOIN memories m USING (memory_id)"),
+        [["0", "0x00007f0000200000", "3145728"]]
+    );
+    assert!(crate::common::text_of(&db, &["oom"]).contains("EXHAUSTION"));
+    // --every 4: the state after the 4th event first, and after the 8th beside the oom.
+    let every = dir.path().join("every.db");
+    on_db(&every)
+        .args(["import", "--every", "4"])
+        .arg(fixture("torch-snapshot.pickle"))
+        .assert()
+        .success();
+    assert_eq!(
+        rows(
+            &every,
+            "SELECT seq, time_ns, reason FROM snapshots ORDER BY seq"
+        ),
+        [
+            ["0", "30000", "periodic"],
+            ["1", "70000", "oom"],
+            ["2", "70000", "periodic"],
+            ["3", "90000", "request"]
+        ]
+    );
+    assert_eq!(
+        rows(&every, "SELECT a.offset, a.size, a.state FROM allocations a JOIN snapshots s USING (snapshot_id)
+                      WHERE s.seq = 0 ORDER BY a.offset"),
+        [["0", "1048576", "valid"], ["1048576", "500224", "pending_free"]]
+    );
+}
+
+/// A pickle that would run code is refused before anything runs, and a cut one is refused whole.
+#[test]
+fn a_malicious_or_truncated_pickle_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let marker = dir.path().join("pwned");
+    // Protocol 0: GLOBAL os.system, a string, REDUCE: what "unpickling runs code" means.
+    let evil = format!("cos\nsystem\n(S'touch {}'\ntR.", marker.display());
+    let mut bytes = vec![0x80, 0x02];
+    bytes.extend_from_slice(evil.as_bytes());
+    let evil = write(dir.path(), "evil.pickle", &bytes);
+    let output = on_db(&db).arg("import").arg(&evil).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("evil.pickle") && stderr.contains("GLOBAL"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "nothing ran");
+    // Protocol 4's STACK_GLOBAL too.
+    let stacked = write(
+        dir.path(),
+        "stacked.pickle",
+        &[
+            0x80, 0x04, 0x8c, 0x02, b'o', b's', 0x8c, 0x06, b's', b'y', b's', b't', b'e', b'm',
+            0x93, b'.',
+        ],
+    );
+    let output = on_db(&db).arg("import").arg(&stacked).output().unwrap();
+    assert!(String::from_utf8_lossy(&output.stderr).contains("STACK_GLOBAL"));
+    let whole = std::fs::read(fixture("torch-snapshot.pickle")).unwrap();
+    let cut = write(dir.path(), "cut.pickle", &whole[..whole.len() / 2]);
+    let output = on_db(&db).arg("import").arg(&cut).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cut.pickle") && stderr.contains("truncated"),
+        "{stderr}"
+    );
+    assert!(!db.exists() || rows(&db, "SELECT count(*) FROM snapshots") == [["0"]]);
 }

@@ -1,0 +1,431 @@
+//! PyTorch CUDA caching-allocator snapshots: the pickle `torch.cuda.memory._dump_snapshot` writes
+//! (keys as in `torch/csrc/cuda/Module.cpp` and `torch/cuda/_memory_viz.py`), read by
+//! [`super::pickle`], which never runs code.
+//!
+//! One memory per segment: its `address` is the memory id, `total_size` its capacity, its name the
+//! device and pool. Blocks `active_allocated` are valid allocations, `active_pending_free` (also
+//! spelled `active_awaiting_free`) pending_free ones, `inactive` ones listed holes; offsets are from
+//! the segment's address, sizes the blocks'. The segments are the final snapshot (reason
+//! `request`, the highest seq).
+//!
+//! `device_traces`, merged by `time_us`, are replayed backwards from that final state, as
+//! memory_viz does (traces are often truncated): `alloc` undone removes the block, `free_requested`
+//! makes it active again, `free_completed` brings it back pending free, `segment_alloc` and
+//! `segment_free` remove and restore segments. Each `oom` event gives a snapshot (reason `oom`) of
+//! the state just before it, with a failed request of the event's size on that device's segment
+//! with the largest free range. In rebuilt states an allocation still live at the end keeps its
+//! final block size, any other its event size rounded up to a multiple of 512 (the allocator's
+//! rounding). `every` adds a rebuilt snapshot every that many events. The trailing `snapshot`
+//! entries make none of their own.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use super::pickle::{self, Pickle};
+use super::Found;
+use crate::error::{Error, Result};
+
+/// Whether bytes are a pickle (its PROTO opcode first).
+pub fn looks_like(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&0x80)
+        && bytes
+            .get(1)
+            .is_some_and(|protocol| (2..=5).contains(protocol))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Active,
+    PendingFree,
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    size: u64,
+    state: State,
+    provenance: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Segment {
+    device: i64,
+    total_size: u64,
+    pool: String,
+    blocks: BTreeMap<u64, Block>,
+    /// The final snapshot's inactive blocks (listed holes there only).
+    holes: Vec<(u64, u64)>,
+}
+
+struct Event {
+    device: i64,
+    action: String,
+    addr: u64,
+    size: u64,
+    time_us: i64,
+}
+
+fn bad(display: &str, message: impl Into<String>) -> Error {
+    Error::Read {
+        file: display.to_string(),
+        message: message.into(),
+    }
+}
+
+fn unsigned(pickle: &Pickle, dict: usize, key: &str) -> Option<u64> {
+    pickle
+        .get(dict, key)
+        .and_then(|value| pickle.int(value))
+        .and_then(|value| u64::try_from(value).ok())
+}
+
+/// Where a block was allocated: `file.py:LINE` of its innermost frame in the user's code.
+fn provenance(pickle: &Pickle, block: usize) -> Option<String> {
+    let frames = pickle.items(pickle.get(block, "frames")?)?;
+    let frame = |index: usize| -> Option<String> {
+        let filename = pickle.str(pickle.get(index, "filename")?)?;
+        let line = pickle.int(pickle.get(index, "line")?)?;
+        Some(format!("{filename}:{line}"))
+    };
+    // The innermost frame of the user's own Python, else any Python frame, else the innermost.
+    let texts: Vec<String> = frames.iter().filter_map(|&index| frame(index)).collect();
+    let library = |text: &&String| text.contains("/site-packages/") || text.contains("/torch/");
+    texts
+        .iter()
+        .filter(|text| text.contains(".py:"))
+        .find(|text| !library(text))
+        .or_else(|| texts.iter().find(|text| text.contains(".py:")))
+        .or_else(|| texts.first())
+        .cloned()
+}
+
+fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
+    let list = pickle
+        .get(pickle.root, "segments")
+        .and_then(|list| pickle.items(list))
+        .ok_or_else(|| {
+            bad(
+                display,
+                "not a PyTorch allocator snapshot: no `segments` list",
+            )
+        })?;
+    let mut found = BTreeMap::new();
+    for (position, &segment) in list.iter().enumerate() {
+        let place = |what: &str| bad(display, format!("segments[{position}]: {what}"));
+        let address = unsigned(pickle, segment, "address").ok_or_else(|| place("no address"))?;
+        let total_size =
+            unsigned(pickle, segment, "total_size").ok_or_else(|| place("no total_size"))?;
+        let device = pickle
+            .get(segment, "device")
+            .and_then(|value| pickle.int(value))
+            .and_then(|value| i64::try_from(value).ok())
+            .unwrap_or(0);
+        let pool = pickle
+            .get(segment, "segment_type")
+            .and_then(|value| pickle.str(value))
+            .unwrap_or("")
+            .to_string();
+        let mut blocks = BTreeMap::new();
+        let mut holes = Vec::new();
+        for &block in pickle
+            .get(segment, "blocks")
+            .and_then(|blocks| pickle.items(blocks))
+            .unwrap_or(&[])
+        {
+            let (Some(at), Some(size)) = (
+                unsigned(pickle, block, "address"),
+                unsigned(pickle, block, "size"),
+            ) else {
+                return Err(place("a block without address or size"));
+            };
+            if size == 0 {
+                continue;
+            }
+            let offset = at
+                .checked_sub(address)
+                .filter(|offset| {
+                    offset
+                        .checked_add(size)
+                        .is_some_and(|end| end <= total_size)
+                })
+                .ok_or_else(|| place(&format!("a block at 0x{at:x} lies outside the segment")))?;
+            let state = pickle
+                .get(block, "state")
+                .and_then(|value| pickle.str(value))
+                .unwrap_or("");
+            let state = match state {
+                "active_allocated" => State::Active,
+                "active_pending_free" | "active_awaiting_free" => State::PendingFree,
+                "inactive" => {
+                    holes.push((offset, size));
+                    continue;
+                }
+                other => return Err(place(&format!("a block in an unknown state {other:?}"))),
+            };
+            blocks.insert(
+                at,
+                Block {
+                    size,
+                    state,
+                    provenance: provenance(pickle, block),
+                },
+            );
+        }
+        found.insert(
+            address,
+            Segment {
+                device,
+                total_size,
+                pool,
+                blocks,
+                holes,
+            },
+        );
+    }
+    Ok(found)
+}
+
+fn events(pickle: &Pickle) -> Vec<Event> {
+    let mut events = Vec::new();
+    let Some(traces) = pickle
+        .get(pickle.root, "device_traces")
+        .and_then(|traces| pickle.items(traces))
+    else {
+        return events;
+    };
+    for (device, &trace) in traces.iter().enumerate() {
+        for &entry in pickle.items(trace).unwrap_or(&[]) {
+            let Some(action) = pickle.get(entry, "action").and_then(|a| pickle.str(a)) else {
+                continue;
+            };
+            events.push(Event {
+                device: device as i64,
+                action: action.to_string(),
+                addr: unsigned(pickle, entry, "addr").unwrap_or(0),
+                size: unsigned(pickle, entry, "size").unwrap_or(0),
+                time_us: pickle
+                    .get(entry, "time_us")
+                    .and_then(|t| pickle.int(t))
+                    .and_then(|t| i64::try_from(t).ok())
+                    .unwrap_or(0),
+            });
+        }
+    }
+    // Merged by time, each device's own order kept among equal times.
+    events.sort_by_key(|event| event.time_us);
+    events
+}
+
+/// The segment holding an address.
+fn segment_of(segments: &mut BTreeMap<u64, Segment>, addr: u64) -> Option<(u64, &mut Segment)> {
+    let (&start, segment) = segments.range_mut(..=addr).next_back()?;
+    (addr < start.saturating_add(segment.total_size)).then_some((start, segment))
+}
+
+/// The largest free range of a segment in a state.
+fn largest_free(start: u64, segment: &Segment) -> u64 {
+    let mut largest = 0;
+    let mut at = start;
+    for (&addr, block) in &segment.blocks {
+        largest = largest.max(addr.saturating_sub(at));
+        at = at.max(addr.saturating_add(block.size));
+    }
+    largest.max((start + segment.total_size).saturating_sub(at))
+}
+
+/// The memories of a state, as format v1 writes them.
+fn memories(
+    segments: &BTreeMap<u64, Segment>,
+    failed: Option<(u64, u64, i64)>,
+    listed_holes: bool,
+) -> Vec<Value> {
+    segments
+        .iter()
+        .map(|(&start, segment)| {
+            let allocations: Vec<Value> = segment
+                .blocks
+                .iter()
+                .map(|(&addr, block)| {
+                    let mut allocation = json!({
+                        "uid": format!("0x{addr:016x}"),
+                        "kind": "block",
+                        "state": if block.state == State::Active { "valid" } else { "pending_free" },
+                        "offset": addr - start,
+                        "size": block.size,
+                    });
+                    if let Some(provenance) = &block.provenance {
+                        allocation["provenance"] = json!(provenance);
+                    }
+                    allocation
+                })
+                .collect();
+            let mut memory = json!({
+                "id": format!("0x{start:016x}"),
+                "kind": "GPU_FB_MEM",
+                "name": format!("cuda:{} {} pool segment", segment.device, if segment.pool.is_empty() { "caching" } else { &segment.pool }),
+                "capacity": segment.total_size,
+                "allocations": allocations,
+            });
+            if listed_holes {
+                memory["holes"] = json!(segment
+                    .holes
+                    .iter()
+                    .map(|&(offset, size)| json!({"offset": offset, "size": size}))
+                    .collect::<Vec<_>>());
+            }
+            if let Some((segment_start, size, time_ns)) = failed {
+                if segment_start == start {
+                    memory["failed_requests"] = json!([{"size": size, "time_ns": time_ns}]);
+                }
+            }
+            memory
+        })
+        .collect()
+}
+
+/// The snapshots a PyTorch allocator snapshot tells: one per `oom` event (and one every `every`
+/// events), rebuilt from the traces, then the final state.
+pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found>> {
+    let pickle = pickle::read(bytes)
+        .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
+    let final_state = segments(&pickle, display)?;
+    let events = events(&pickle);
+    let t0 = events.first().map_or(0, |event| event.time_us);
+    let ns = |time_us: i64| time_us.saturating_sub(t0).saturating_mul(1000);
+    let end_ns = events.last().map_or(0, |event| ns(event.time_us));
+    let mut rebuilt: Vec<(i64, &'static str, Vec<Value>, String)> = Vec::new();
+    let mut state = final_state.clone();
+    for segment in state.values_mut() {
+        segment.holes.clear();
+    }
+    let mut dropped = 0u64;
+    let every = every.filter(|&every| every > 0);
+    for (index, event) in events.iter().enumerate().rev() {
+        let time_ns = ns(event.time_us);
+        if let Some(every) = every {
+            if (index as u64 + 1) % every == 0 && event.action != "snapshot" {
+                let note = format!(
+                    "rebuilt from the allocator's trace, after event {}",
+                    index + 1
+                );
+                rebuilt.push((time_ns, "periodic", memories(&state, None, false), note));
+            }
+        }
+        let rounded = event.size.div_ceil(512).saturating_mul(512).max(512);
+        match event.action.as_str() {
+            "oom" => {
+                let target = state
+                    .iter()
+                    .filter(|(_, segment)| segment.device == event.device)
+                    .max_by_key(|(&start, segment)| {
+                        (largest_free(start, segment), std::cmp::Reverse(start))
+                    })
+                    .map(|(&start, _)| start);
+                let note = format!(
+                    "rebuilt from the allocator's trace: the state just before an out-of-memory on cuda:{} ({} bytes asked)",
+                    event.device, event.size
+                );
+                rebuilt.push((
+                    time_ns,
+                    "oom",
+                    memories(
+                        &state,
+                        target.map(|start| (start, event.size, time_ns)),
+                        false,
+                    ),
+                    note,
+                ));
+            }
+            "alloc" => {
+                if let Some((_, segment)) = segment_of(&mut state, event.addr) {
+                    segment.blocks.remove(&event.addr);
+                }
+            }
+            "free_requested" | "free_completed" => {
+                let pending = event.action == "free_completed";
+                match segment_of(&mut state, event.addr) {
+                    Some((start, segment)) => match segment.blocks.get_mut(&event.addr) {
+                        Some(block) => {
+                            block.state = if pending {
+                                State::PendingFree
+                            } else {
+                                State::Active
+                            }
+                        }
+                        None => {
+                            // Not live at the end: its size from the event, as the allocator rounds it.
+                            let end = event.addr.saturating_add(rounded);
+                            let clear =
+                                end <= start + segment.total_size
+                                    && segment.blocks.range(..end).next_back().is_none_or(
+                                        |(&addr, block)| addr + block.size <= event.addr,
+                                    );
+                            if clear {
+                                segment.blocks.insert(
+                                    event.addr,
+                                    Block {
+                                        size: rounded,
+                                        state: if pending {
+                                            State::PendingFree
+                                        } else {
+                                            State::Active
+                                        },
+                                        provenance: None,
+                                    },
+                                );
+                            } else {
+                                dropped += 1;
+                            }
+                        }
+                    },
+                    None => dropped += 1,
+                }
+            }
+            "segment_alloc" => {
+                state.remove(&event.addr);
+            }
+            "segment_free" => {
+                state.entry(event.addr).or_insert(Segment {
+                    device: event.device,
+                    total_size: event.size.max(1),
+                    pool: String::new(),
+                    blocks: BTreeMap::new(),
+                    holes: Vec::new(),
+                });
+            }
+            _ => {} // snapshot, segment_map/unmap and others: no state of their own here
+        }
+    }
+    rebuilt.reverse();
+    let mut found: Vec<Found> = rebuilt
+        .into_iter()
+        .enumerate()
+        .map(|(position, (time_ns, reason, memories, mut note))| {
+            if dropped > 0 {
+                note.push_str(&format!(
+                    "; {dropped} trace entries of blocks that no longer fit were left out"
+                ));
+            }
+            Found {
+                line: position + 1,
+                node: 0,
+                time_ns,
+                reason,
+                note: Some(note),
+                memories,
+            }
+        })
+        .collect();
+    let count = found.len();
+    found.push(Found {
+        line: count + 1,
+        node: 0,
+        time_ns: end_ns,
+        reason: "request",
+        note: Some(
+            "PyTorch allocator snapshot: the segments as they were when it was taken".to_string(),
+        ),
+        memories: memories(&final_state, None, true),
+    });
+    Ok(found)
+}
