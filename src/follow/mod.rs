@@ -38,6 +38,7 @@ use crate::dump::read::{self, Form, Input};
 use crate::dump::{self, Options};
 use crate::error::{Error, Result};
 use crate::ingest::{self, ImportSummary, IngestOptions, Item, Landed};
+use crate::source;
 
 /// How to follow.
 #[derive(Debug, Clone)]
@@ -405,30 +406,50 @@ impl Follower<'_> {
         let Some((now, settled)) = worth_reading(path, *done, *failing, self.options.settle) else {
             return Ok(());
         };
+        // A file not named as a dump may be a log of today's producers: its kind is found from
+        // its content, and each of its snapshots lands (those already imported are unchanged).
         let whole = Input {
-            form: Form::Document,
+            form: if input.form == Form::Sniff {
+                Form::Sniff
+            } else {
+                Form::Document
+            },
             ..input.clone()
         };
-        let read = read::open(&whole, self.options.ingest.limits).and_then(|mut records| {
-            records
-                .next()
-                .unwrap_or_else(|| Err(Error::input(&input.display, "", "empty input")))
+        let read = source::open(
+            &whole,
+            self.options.ingest.limits,
+            &self.options.ingest.source,
+        )
+        .and_then(|records| records.collect::<Result<Vec<_>>>())
+        .and_then(|records| {
+            if records.is_empty() {
+                Err(Error::input(&input.display, "", "empty input"))
+            } else {
+                Ok(records)
+            }
         });
         let options = Options {
             strict: self.options.ingest.strict,
         };
-        let item = match read {
-            Ok(record) => ingest::take(record.source, record.text, options),
-            Err(error) => Item::Refused(error),
+        let items: Vec<Item> = match read {
+            Ok(records) => records
+                .into_iter()
+                .map(|record| ingest::take(record.source, record.text, options))
+                .collect(),
+            Err(error) => vec![Item::Refused(error)],
         };
         // Not parsed yet: perhaps still being written; refused once it has had `settle`.
-        if matches!(item, Item::Refused(_)) && !settled {
+        if items.iter().any(|item| matches!(item, Item::Refused(_))) && !settled {
             *failing = Some((now, Instant::now()));
             return Ok(());
         }
         *done = Some(now);
         *failing = None;
-        self.land(item, report)
+        for item in items {
+            self.land(item, report)?;
+        }
+        Ok(())
     }
 
     /// A plain stream: read on from where the last scan stopped, a line at a time.

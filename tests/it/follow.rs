@@ -466,3 +466,46 @@ fn follow_takes_records_the_way_import_does() {
     );
     assert_eq!(snapshot_count(&db), 1);
 }
+
+/// A log of today's producers given to --follow lands its reports as they are appended: the file
+/// is read again when it changes, the reports already imported are unchanged, a new one lands.
+#[test]
+fn follow_reads_a_producers_log_as_it_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let log = dir.path().join("job.log");
+    let fixture = std::fs::read_to_string(crate::common::data("sources/legate-26.log")).unwrap();
+    // legate-26.log holds two reports of node 0; the second starts with its "Failed" line at 4.0 s.
+    let second = fixture.find("[0 - 7f00aa000700]    4.000000").unwrap();
+    std::fs::write(&log, &fixture[..second]).unwrap();
+    let follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+        .env_remove("MEMSTATE_DB")
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "import",
+            "--follow",
+            "--quiet",
+            "--interval",
+            "100ms",
+            "--settle",
+            "1s",
+        ])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follower = Follower(follower);
+    wait_for(&db, 1, "the first report");
+    append(&log, &fixture.as_bytes()[second..]);
+    wait_for(&db, 2, "the second report");
+    let (code, _, stderr) = follower.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    let conn = Connection::open(&db).unwrap();
+    let runs: String = conn
+        .query_row("SELECT group_concat(run || ':' || seq || ':' || reason, ' ') FROM (SELECT * FROM snapshots ORDER BY seq)", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(runs, "job:0:oom job:1:oom");
+    assert!(!stderr.contains("refused"), "{stderr}");
+}
