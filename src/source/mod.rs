@@ -234,16 +234,9 @@ pub(crate) fn grouped_number(text: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// A hex id as Realm and Legate print it, with or without `0x`.
+/// A hex id as Realm and Legate print it, with or without `0x` (format v1's own rule for ids).
 pub(crate) fn hex_id(text: &str) -> Option<u64> {
-    let digits = text
-        .strip_prefix("0x")
-        .or_else(|| text.strip_prefix("0X"))
-        .unwrap_or(text);
-    if digits.is_empty() || digits.len() > 16 {
-        return None;
-    }
-    u64::from_str_radix(digits, 16).ok()
+    crate::dump::parse::parse_id_text(text)
 }
 
 /// An id as format v1 writes it.

@@ -66,6 +66,24 @@ fn gzip_member(bytes: &[u8]) -> Vec<u8> {
     encoder.finish().unwrap()
 }
 
+/// `memstate --db DB ARGS... PATH` with `env` set, its output piped.
+fn follow_on(db: &Path, env: &[(&str, &str)], args: &[&str], path: &Path) -> std::process::Child {
+    let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"));
+    command.env_remove("MEMSTATE_DB");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .arg(path)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 /// Start `import --follow` on the folder and the two streams; stop it with SIGTERM and return
 /// its exit code, standard output and standard error.
 struct Follower(std::process::Child);
@@ -246,23 +264,19 @@ fn a_string_over_the_limit_is_refused_by_name_and_follow_goes_on() {
     let followed = dir.path().join("followed");
     std::fs::create_dir(&followed).unwrap();
     let db = dir.path().join("follow.db");
-    let follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
-        .env_remove("MEMSTATE_DB")
-        .arg("--db")
-        .arg(&db)
-        .args([
+    let follower = follow_on(
+        &db,
+        &[],
+        &[
             "import",
             "--follow",
             "--interval",
             "100ms",
             "--settle",
             "300ms",
-        ])
-        .arg(&followed)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &followed,
+    );
     let follower = Follower(follower);
     write_json(&followed, "a-huge.json", &huge);
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -393,16 +407,12 @@ fn follow_says_when_an_out_of_memory_dump_arrives() {
     let docs = dir.path().join("docs");
     std::fs::create_dir(&docs).unwrap();
     let db = dir.path().join("t.db");
-    let follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
-        .env_remove("MEMSTATE_DB")
-        .arg("--db")
-        .arg(&db)
-        .args(["import", "--follow", "--quiet", "--interval", "100ms"])
-        .arg(&docs)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let follower = follow_on(
+        &db,
+        &[],
+        &["import", "--follow", "--quiet", "--interval", "100ms"],
+        &docs,
+    );
     let follower = Follower(follower);
     write_json(&docs, "small.json", &crate::common::small());
     wait_for(&db, 1, "the example dump");
@@ -429,17 +439,12 @@ fn follow_takes_records_the_way_import_does() {
     let docs = dir.path().join("docs");
     std::fs::create_dir(&docs).unwrap();
     let db = dir.path().join("t.db");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
-        .env_remove("MEMSTATE_DB")
-        .env("MEMSTATE_INJECT_PANIC", "d2.json")
-        .arg("--db")
-        .arg(&db)
-        .args(["import", "--follow", "--quiet", "--interval", "100ms"])
-        .arg(&docs)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = follow_on(
+        &db,
+        &[("MEMSTATE_INJECT_PANIC", "d2.json")],
+        &["import", "--follow", "--quiet", "--interval", "100ms"],
+        &docs,
+    );
     let small = crate::common::small();
     write_json(&docs, "d1.json", &small);
     wait_for(&db, 1, "the first dump");
@@ -478,11 +483,10 @@ fn follow_reads_a_producers_log_as_it_grows() {
     // legate-26.log holds two reports of node 0; the second starts with its "Failed" line at 4.0 s.
     let second = fixture.find("[0 - 7f00aa000700]    4.000000").unwrap();
     std::fs::write(&log, &fixture[..second]).unwrap();
-    let follower = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
-        .env_remove("MEMSTATE_DB")
-        .arg("--db")
-        .arg(&db)
-        .args([
+    let follower = follow_on(
+        &db,
+        &[],
+        &[
             "import",
             "--follow",
             "--quiet",
@@ -490,12 +494,9 @@ fn follow_reads_a_producers_log_as_it_grows() {
             "100ms",
             "--settle",
             "1s",
-        ])
-        .arg(&log)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &log,
+    );
     let follower = Follower(follower);
     wait_for(&db, 1, "the first report");
     append(&log, &fixture.as_bytes()[second..]);
