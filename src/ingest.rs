@@ -411,7 +411,11 @@ impl Pipeline {
     }
 }
 
-fn refused(summary: &mut ImportSummary, error: &Error, report: &mut dyn FnMut(ImportEvent)) {
+pub(crate) fn refused(
+    summary: &mut ImportSummary,
+    error: &Error,
+    report: &mut dyn FnMut(ImportEvent),
+) {
     summary.refused += 1;
     report(ImportEvent::Refused { error });
 }
@@ -447,11 +451,11 @@ pub(crate) enum Record {
 }
 
 /// What the writer does with a record: import it (or count it, for `validate`).
-type WriteRecord<'a> =
+pub(crate) type WriteRecord<'a> =
     &'a mut dyn FnMut(&mut ImportSummary, Record, &mut dyn FnMut(ImportEvent)) -> Result<()>;
 
 /// Run the pipeline over `paths`, handing each record to `write` and counting the rest.
-fn drive(
+pub(crate) fn drive(
     paths: &[String],
     options: IngestOptions,
     stop: Option<&AtomicBool>,

@@ -14,6 +14,7 @@ pub mod files;
 pub mod follow;
 pub mod ingest;
 pub mod query;
+pub mod shards;
 pub mod sim;
 pub mod source;
 pub mod story;

@@ -213,6 +213,17 @@ pub struct ImportArgs {
     /// parallel file systems anyway, where scanning is what works).
     #[arg(long, requires = "follow")]
     pub poll: bool,
+
+    /// Import into one database per run and node under this folder (RUN-nNODE.db) instead of
+    /// --db: a cluster's run is split across files that can be imported, queried and exported
+    /// apart. Each dump lands as in a plain import (atomically, the same one again unchanged), so
+    /// running it again after a kill resumes.
+    #[arg(long, value_name = "DIR", conflicts_with = "follow")]
+    pub shard_dir: Option<std::path::PathBuf>,
+
+    /// With --shard-dir: how many shards are written at once (default: the processors here).
+    #[arg(long, value_name = "N", requires = "shard_dir", value_parser = clap::value_parser!(u64).range(1..))]
+    pub jobs: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -266,6 +266,9 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     if args.follow {
         return follow(db_path, args);
     }
+    if let Some(dir) = &args.shard_dir {
+        return import_shards(dir, args);
+    }
     let mut database = db::open(db_path)?;
     // Ctrl-C (or SIGTERM) stops the import cleanly: the statement running is interrupted, the
     // dump in progress rolled back, the database checkpointed and closed. A second one does not
@@ -310,6 +313,47 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
         "imported",
         Some(db_path),
     ))?;
+    Ok(if summary.refused > 0 { 1 } else { 0 })
+}
+
+/// `import --shard-dir`: one database per (run, node).
+fn import_shards(dir: &Path, args: &ImportArgs) -> Result<u8> {
+    let jobs = args.jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, |count| count.get()),
+        |jobs| jobs as usize,
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    })
+    .map_err(|error| {
+        memstate::Error::Usage(format!(
+            "cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}"
+        ))
+    })?;
+    let bar = progress_bar(args.read.quiet, BAR);
+    let summary = memstate::shards::import_shards(
+        dir,
+        jobs,
+        &args.read.paths,
+        options(&args.read, args.replace),
+        Some(&stop),
+        &mut show_events(&bar),
+    );
+    bar.finish_and_clear();
+    let summary = summary?;
+    let verb = if summary.interrupted {
+        "interrupted: imported"
+    } else {
+        "imported"
+    };
+    Printer::with_format(args.read.format).print(&summary_report(&summary, verb, Some(dir)))?;
+    if summary.interrupted {
+        return Ok(130);
+    }
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }
 

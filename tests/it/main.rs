@@ -14,6 +14,7 @@ mod outputs;
 mod queries;
 mod reader;
 mod schema;
+mod shards;
 mod sim;
 mod sources;
 mod sql_shapes;

@@ -1,0 +1,260 @@
+//! Shard import: `import --shard-dir DIR --jobs N` writes one SQLite database per (run, node)
+//! under DIR instead of one for everything, so no single database or importer holds a whole
+//! cluster's run. Records are read and parsed by the usual pipeline ([`crate::ingest`]); each dump
+//! is then handed to the writer thread that owns its shard (a shard always goes to the same one,
+//! so its dumps land in input order), N of them writing at once. Every dump lands as in a plain
+//! import (the same [`crate::ingest::land`]): atomically, the same dump again unchanged, so a
+//! killed shard import resumes by being run again. Annotations files describe a run: they land in
+//! every shard of their run once the dumps are in.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Instant;
+
+use crate::db::{self, Importer};
+use crate::dump::Annotations;
+use crate::error::{Error, Result};
+use crate::ingest::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Record};
+
+/// The database file of a shard: `DIR/RUN-nNODE.db`, the run's characters other than letters,
+/// digits, `-`, `_` and `.` replaced by `_` (and then a hash of the run added, so two runs never
+/// share a file).
+pub fn shard_path(dir: &Path, run: &str, node: i64) -> PathBuf {
+    let safe: String = run
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = safe.trim_start_matches('.');
+    let name = if safe == run && !safe.is_empty() {
+        format!("{safe}-n{node}.db")
+    } else {
+        let hash = xxhash_rust::xxh3::xxh3_64(run.as_bytes());
+        format!("{safe}-{:08x}-n{node}.db", hash >> 32)
+    };
+    dir.join(name)
+}
+
+/// What a writer thread is handed.
+struct Job {
+    key: (String, i64),
+    record: Record,
+}
+
+/// What the writers share with the reading side: the counts so far and what they refused.
+#[derive(Default)]
+struct Shared {
+    summary: ImportSummary,
+    refused: Vec<Error>,
+    /// Each shard written: its (run, node) and file.
+    shards: Vec<((String, i64), PathBuf)>,
+}
+
+/// One writer: lands each job in its shard, an importer kept while consecutive jobs share it.
+fn writer(
+    dir: PathBuf,
+    jobs: std::sync::mpsc::Receiver<Job>,
+    replace: bool,
+    shared: Arc<Mutex<Shared>>,
+) -> Result<()> {
+    let mut databases: HashMap<(String, i64), db::Database> = HashMap::new();
+    let mut next = jobs.recv().ok();
+    while let Some(job) = next.take() {
+        let key = job.key.clone();
+        if !databases.contains_key(&key) {
+            let path = shard_path(&dir, &key.0, key.1);
+            let database = db::open(&path)?;
+            if let Ok(mut shared) = shared.lock() {
+                shared.shards.push((key.clone(), path));
+            }
+            databases.insert(key.clone(), database);
+        }
+        let Some(database) = databases.get_mut(&key) else {
+            continue;
+        };
+        let display = database.display();
+        let mut importer = Importer::new(&mut database.conn, display);
+        let mut job = job;
+        loop {
+            let mut summary = ImportSummary::default();
+            let landed = ingest::land(&mut importer, &mut summary, job.record, replace)?;
+            if let Ok(mut shared) = shared.lock() {
+                let total = &mut shared.summary;
+                total.imported += summary.imported;
+                total.replaced += summary.replaced;
+                total.unchanged += summary.unchanged;
+                total.refused += summary.refused;
+                total.allocations += summary.allocations;
+                if let Landed::Refused(error) = landed {
+                    shared.refused.push(error);
+                }
+            }
+            match jobs.recv() {
+                Ok(following) if following.key == key => job = following,
+                Ok(other) => {
+                    next = Some(other);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    for (_, database) in databases {
+        database.finish()?;
+    }
+    Ok(())
+}
+
+/// Import `paths` into one database per (run, node) under `dir`, `jobs` shards written at once.
+pub fn import_shards(
+    dir: &Path,
+    jobs: usize,
+    paths: &[String],
+    options: IngestOptions,
+    stop: Option<&AtomicBool>,
+    report: &mut dyn FnMut(ImportEvent),
+) -> Result<ImportSummary> {
+    let started = Instant::now();
+    std::fs::create_dir_all(dir).map_err(|error| Error::Write {
+        file: dir.display().to_string(),
+        message: format!("cannot create the shard folder: {error}"),
+    })?;
+    let jobs = jobs.max(1);
+    let replace = options.replace;
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let mut senders: Vec<SyncSender<Job>> = Vec::new();
+    let mut writers = Vec::new();
+    for _ in 0..jobs {
+        let (sender, receiver) = sync_channel::<Job>(2);
+        senders.push(sender);
+        let (dir, shared) = (dir.to_path_buf(), Arc::clone(&shared));
+        writers.push(thread::spawn(move || {
+            writer(dir, receiver, replace, shared)
+        }));
+    }
+    let mut annotations: Vec<Box<Annotations>> = Vec::new();
+    let mut writer_gone = false;
+    let read = ingest::drive(
+        paths,
+        options,
+        stop,
+        report,
+        &mut |summary, record, report| {
+            // What the writers did so far, as the summary the progress shows.
+            if let Ok(mut shared) = shared.lock() {
+                for error in shared.refused.drain(..) {
+                    report(ImportEvent::Refused { error: &error });
+                }
+                let done = &shared.summary;
+                summary.imported = done.imported;
+                summary.replaced = done.replaced;
+                summary.unchanged = done.unchanged;
+                summary.allocations = done.allocations;
+            }
+            match record {
+                Record::Dump { source, prepared } => {
+                    let key = (prepared.dump.run.id.clone(), prepared.dump.run.node);
+                    let hash =
+                        xxhash_rust::xxh3::xxh3_64(format!("{}\0{}", key.0, key.1).as_bytes());
+                    let writer = (hash % senders.len() as u64) as usize;
+                    let job = Job {
+                        key,
+                        record: Record::Dump { source, prepared },
+                    };
+                    if senders[writer].send(job).is_err() {
+                        writer_gone = true;
+                        return Err(Error::Interrupted);
+                    }
+                }
+                Record::Annotations { annotations: found } => annotations.push(found),
+            }
+            Ok(())
+        },
+    );
+    drop(senders);
+    let mut failure = None;
+    for writer in writers {
+        match writer.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => failure = failure.or(Some(error)),
+            Err(_) => {
+                failure = failure.or(Some(Error::Internal {
+                    file: dir.display().to_string(),
+                    message: "a shard writer failed (a bug; please report it)".to_string(),
+                }))
+            }
+        }
+    }
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    let mut summary = match read {
+        Ok(summary) => summary,
+        Err(Error::Interrupted) if writer_gone => {
+            return Err(Error::Internal {
+                file: dir.display().to_string(),
+                message: "a shard writer stopped early".to_string(),
+            })
+        }
+        Err(error) => return Err(error),
+    };
+    let shared = match Arc::try_unwrap(shared) {
+        Ok(shared) => shared.into_inner().unwrap_or_default(),
+        Err(shared) => shared
+            .lock()
+            .map(|shared| Shared {
+                summary: shared.summary.clone(),
+                refused: Vec::new(),
+                shards: shared.shards.clone(),
+            })
+            .unwrap_or_default(),
+    };
+    for error in &shared.refused {
+        report(ImportEvent::Refused { error });
+    }
+    let refused_at_parse = summary.refused;
+    summary.imported = shared.summary.imported;
+    summary.replaced = shared.summary.replaced;
+    summary.unchanged = shared.summary.unchanged;
+    summary.allocations = shared.summary.allocations;
+    summary.refused = refused_at_parse + shared.summary.refused;
+    // Annotations describe a run: each lands in every shard of it.
+    for found in annotations {
+        let shards: Vec<&PathBuf> = shared
+            .shards
+            .iter()
+            .filter(|((run, _), _)| *run == found.run_id)
+            .map(|(_, path)| path)
+            .collect();
+        if shards.is_empty() {
+            let error = Error::Read {
+                file: dir.display().to_string(),
+                message: format!(
+                    "an annotations file of run {:?}, which no shard holds; not imported",
+                    found.run_id
+                ),
+            };
+            summary.refused += 1;
+            report(ImportEvent::Refused { error: &error });
+            continue;
+        }
+        for path in shards {
+            let mut database = db::open(path)?;
+            let display = database.display();
+            Importer::new(&mut database.conn, display).import_annotations(&found)?;
+            database.finish()?;
+        }
+        summary.annotations += 1;
+    }
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
