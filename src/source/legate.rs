@@ -252,7 +252,7 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
     }
     let end = allocations
         .iter()
-        .filter_map(|a| Some(a["offset"].as_u64()? + a["size"].as_u64()?))
+        .filter_map(|a| a["offset"].as_u64()?.checked_add(a["size"].as_u64()?))
         .max()
         .unwrap_or(0);
     let capacity = match report.capacity {

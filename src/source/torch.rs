@@ -230,7 +230,7 @@ fn largest_free(start: u64, segment: &Segment) -> u64 {
         largest = largest.max(addr.saturating_sub(at));
         at = at.max(addr.saturating_add(block.size));
     }
-    largest.max((start + segment.total_size).saturating_sub(at))
+    largest.max(start.saturating_add(segment.total_size).saturating_sub(at))
 }
 
 /// The memories of a state, as format v1 writes them.
