@@ -579,3 +579,39 @@ fn span_based_canned_queries_agree_with_their_per_snapshot_formulations() {
         }
     }
 }
+
+/// `hole_spans` (the holes' spans, the Parquet export's view): expanding its rows over the seqs
+/// they cover gives exactly the rows of `holes`, snapshot by snapshot (checked both ways: every
+/// hole lies in a span covering its snapshot, and the spans cover as many rows as there are).
+#[test]
+fn hole_spans_expand_to_the_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::common::simulated_db(
+        dir.path(),
+        &memstate::sim::Config {
+            nodes: 2,
+            steps: 120,
+            dump_every: 6,
+            continue_after_oom: true,
+            ..Default::default()
+        },
+    );
+    let holes: i64 = crate::common::scalar(&db, "SELECT count(*) FROM holes");
+    let covered: i64 = crate::common::scalar(&db, "SELECT sum(snapshot_count) FROM hole_spans");
+    assert!(holes > 100, "{holes}");
+    assert_eq!(covered, holes);
+    let uncovered: i64 = crate::common::scalar(
+        &db,
+        "SELECT count(*) FROM holes h JOIN snapshots s USING (snapshot_id)
+         WHERE NOT EXISTS (SELECT 1 FROM hole_spans x WHERE x.memory_id = h.memory_id
+                           AND x.offset = h.offset AND x.size = h.size
+                           AND s.seq BETWEEN x.first_seq AND x.last_seq)",
+    );
+    assert_eq!(uncovered, 0);
+    let open_last: i64 = crate::common::scalar(
+        &db,
+        "SELECT count(*) FROM hole_spans x WHERE x.open AND x.last_seq <>
+           (SELECT max(seq) FROM snapshots s WHERE s.run = x.run AND s.node = x.node)",
+    );
+    assert_eq!(open_last, 0);
+}
