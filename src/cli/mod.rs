@@ -214,9 +214,9 @@ pub struct ImportArgs {
     #[arg(long, requires = "follow")]
     pub poll: bool,
 
-    /// Import into one database per run and node under this folder (RUN-nNODE.db) instead of
-    /// --db: a cluster's run is split across files that can be imported, queried and exported
-    /// apart. Each dump lands as in a plain import (atomically, the same one again unchanged), so
+    /// Import into one database per run and node under this folder (RUN-nNODE.db), not into the
+    /// database of --db: a cluster's run is split across files that can be imported, queried
+    /// and exported apart. Each dump lands as in a plain import (atomically, the same one again unchanged), so
     /// running it again after a kill resumes.
     #[arg(long, value_name = "DIR", conflicts_with = "follow")]
     pub shard_dir: Option<std::path::PathBuf>,
