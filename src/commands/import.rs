@@ -262,6 +262,27 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }
 
+/// The flag Ctrl-C (or SIGTERM) sets to stop an import cleanly, interrupting the statement running
+/// through `interrupt` when given; a second one does not wait.
+fn stop_on_ctrl_c(interrupt: Option<rusqlite::InterruptHandle>) -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        if let Some(interrupt) = &interrupt {
+            interrupt.interrupt();
+        }
+    })
+    .map_err(|error| {
+        memstate::Error::Usage(format!(
+            "cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}"
+        ))
+    })?;
+    Ok(stop)
+}
+
 pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     if args.follow {
         return follow(db_path, args);
@@ -273,20 +294,7 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     // Ctrl-C (or SIGTERM) stops the import cleanly: the statement running is interrupted, the
     // dump in progress rolled back, the database checkpointed and closed. A second one does not
     // wait for that.
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    let interrupt = database.conn.get_interrupt_handle();
-    ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        interrupt.interrupt();
-    })
-    .map_err(|error| {
-        memstate::Error::Usage(format!(
-            "cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}"
-        ))
-    })?;
+    let stop = stop_on_ctrl_c(Some(database.conn.get_interrupt_handle()))?;
     let bar = progress_bar(args.read.quiet, BAR);
     let summary = ingest::import_until(
         &mut database,
@@ -322,18 +330,7 @@ fn import_shards(dir: &Path, args: &ImportArgs) -> Result<u8> {
         || std::thread::available_parallelism().map_or(1, |count| count.get()),
         |jobs| jobs as usize,
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = Arc::clone(&stop);
-    ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-    })
-    .map_err(|error| {
-        memstate::Error::Usage(format!(
-            "cannot catch Ctrl-C and SIGTERM to stop cleanly: {error}"
-        ))
-    })?;
+    let stop = stop_on_ctrl_c(None)?;
     let bar = progress_bar(args.read.quiet, BAR);
     let summary = memstate::shards::import_shards(
         dir,
