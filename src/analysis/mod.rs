@@ -1,16 +1,18 @@
 //! Answers computed from what was loaded of one or two snapshots: the layout of a memory, the
 //! allocations that block a request ([`window`] finds the cheapest place), the verdict on a failed
-//! request, and the difference between two snapshots. Nothing here reads the database: the loaders
+//! request, and the difference between two snapshots ([`diff`]). Nothing here reads the database: the loaders
 //! of `query::load` fill these types from the public views, so every answer here can be worked out
 //! by hand from a fixture.
 
 pub mod bins;
+pub mod diff;
 pub mod window;
 
 use serde::Serialize;
 
 use crate::dump::figures::{self, gaps, merge};
 use crate::dump::{Range, State};
+pub use diff::{diff, Change, ChangeKind, Placed};
 pub use window::{cheapest_window, Window};
 
 /// An allocation as the analyses show it.
@@ -326,124 +328,6 @@ pub fn finding(layout: &Layout, request: &Request) -> OomFinding {
         solved_by_collection: layout.largest_reclaimable >= size,
         blockers: blockers(layout, size, alignment),
     }
-}
-
-/// How an allocation differs between two snapshots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeKind {
-    Appeared,
-    Disappeared,
-    /// Its state, place or size changed.
-    Changed,
-}
-
-impl ChangeKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeKind::Appeared => "appeared",
-            ChangeKind::Disappeared => "disappeared",
-            ChangeKind::Changed => "changed",
-        }
-    }
-}
-
-/// An allocation of one snapshot, keyed for a diff by its memory's handle and its uid.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Placed {
-    pub handle: String,
-    pub allocation: AllocationInfo,
-}
-
-/// How an allocation differs between two snapshots.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Change {
-    pub change: ChangeKind,
-    pub handle: String,
-    pub uid: String,
-    pub kind: String,
-    pub provenance: Option<String>,
-    pub size: u64,
-    pub offset: u64,
-    pub state_before: Option<State>,
-    pub state_after: Option<State>,
-}
-
-/// Allocations that appeared, disappeared or changed (state, place or size) from `before` to
-/// `after`, matched by memory handle and uid; sorted by handle, offset and uid.
-pub fn diff(before: &[Placed], after: &[Placed]) -> Vec<Change> {
-    use std::collections::BTreeMap;
-    let index = |placed: &[Placed]| -> BTreeMap<(String, String), AllocationInfo> {
-        placed
-            .iter()
-            .map(|one| {
-                (
-                    (one.handle.clone(), one.allocation.uid.clone()),
-                    one.allocation.clone(),
-                )
-            })
-            .collect()
-    };
-    let (old, new) = (index(before), index(after));
-    let change = |kind: ChangeKind,
-                  handle: &str,
-                  shown: &AllocationInfo,
-                  before: Option<&AllocationInfo>,
-                  after: Option<&AllocationInfo>| Change {
-        change: kind,
-        handle: handle.to_string(),
-        uid: shown.uid.clone(),
-        kind: shown.kind.clone(),
-        provenance: shown.provenance.clone(),
-        size: shown.size,
-        offset: shown.offset,
-        state_before: before.map(|allocation| allocation.state),
-        state_after: after.map(|allocation| allocation.state),
-    };
-    let mut changes = Vec::new();
-    for ((handle, uid), allocation) in &old {
-        if !new.contains_key(&(handle.clone(), uid.clone())) {
-            changes.push(change(
-                ChangeKind::Disappeared,
-                handle,
-                allocation,
-                Some(allocation),
-                None,
-            ));
-        }
-    }
-    for ((handle, uid), allocation) in &new {
-        match old.get(&(handle.clone(), uid.clone())) {
-            None => changes.push(change(
-                ChangeKind::Appeared,
-                handle,
-                allocation,
-                None,
-                Some(allocation),
-            )),
-            Some(earlier)
-                if (earlier.state, earlier.offset, earlier.size)
-                    != (allocation.state, allocation.offset, allocation.size) =>
-            {
-                changes.push(change(
-                    ChangeKind::Changed,
-                    handle,
-                    allocation,
-                    Some(earlier),
-                    Some(allocation),
-                ))
-            }
-            Some(_) => {}
-        }
-    }
-    changes.sort_by(|a, b| {
-        (a.handle.as_str(), a.offset, a.uid.as_str()).cmp(&(
-            b.handle.as_str(),
-            b.offset,
-            b.uid.as_str(),
-        ))
-    });
-    changes
 }
 
 /// One line of a trend chart: a figure of one memory over a run's snapshots.
