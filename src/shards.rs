@@ -85,17 +85,21 @@ fn writer(
         let mut importer = Importer::new(&mut database.conn, display);
         let mut job = job;
         loop {
-            let mut summary = ImportSummary::default();
-            let landed = ingest::land(&mut importer, &mut summary, job.record, replace)?;
+            // Counted in the shared summary, not under its lock while the dump is written.
+            let landed = ingest::land(
+                &mut importer,
+                &mut ImportSummary::default(),
+                job.record,
+                replace,
+            )?;
             if let Ok(mut shared) = shared.lock() {
-                let total = &mut shared.summary;
-                total.imported += summary.imported;
-                total.replaced += summary.replaced;
-                total.unchanged += summary.unchanged;
-                total.refused += summary.refused;
-                total.allocations += summary.allocations;
-                if let Landed::Refused(error) = landed {
-                    shared.refused.push(error);
+                match landed {
+                    Landed::Dump { outcome, .. } => shared.summary.count(&outcome),
+                    Landed::Refused(error) => {
+                        shared.summary.refused += 1;
+                        shared.refused.push(error);
+                    }
+                    Landed::Annotations => {}
                 }
             }
             match jobs.recv() {
@@ -112,6 +116,15 @@ fn writer(
         database.finish()?;
     }
     Ok(())
+}
+
+/// The counts of dumps that landed (`landed`, the writers') in the summary the reading side keeps
+/// (inputs, refusals while parsing, annotations).
+fn show_landed(summary: &mut ImportSummary, landed: &ImportSummary) {
+    summary.imported = landed.imported;
+    summary.replaced = landed.replaced;
+    summary.unchanged = landed.unchanged;
+    summary.allocations = landed.allocations;
 }
 
 /// Import `paths` into one database per (run, node) under `dir`, `jobs` shards written at once.
@@ -154,11 +167,7 @@ pub fn import_shards(
                 for error in shared.refused.drain(..) {
                     report(ImportEvent::Refused { error: &error });
                 }
-                let done = &shared.summary;
-                summary.imported = done.imported;
-                summary.replaced = done.replaced;
-                summary.unchanged = done.unchanged;
-                summary.allocations = done.allocations;
+                show_landed(summary, &shared.summary);
             }
             match record {
                 Record::Dump { source, prepared } => {
@@ -207,26 +216,16 @@ pub fn import_shards(
         }
         Err(error) => return Err(error),
     };
-    let shared = match Arc::try_unwrap(shared) {
-        Ok(shared) => shared.into_inner().unwrap_or_default(),
-        Err(shared) => shared
-            .lock()
-            .map(|shared| Shared {
-                summary: shared.summary.clone(),
-                refused: Vec::new(),
-                shards: shared.shards.clone(),
-            })
-            .unwrap_or_default(),
-    };
+    // The writers are done: what they counted and refused is all here.
+    let shared = shared
+        .lock()
+        .map(|mut shared| std::mem::take(&mut *shared))
+        .unwrap_or_default();
     for error in &shared.refused {
         report(ImportEvent::Refused { error });
     }
-    let refused_at_parse = summary.refused;
-    summary.imported = shared.summary.imported;
-    summary.replaced = shared.summary.replaced;
-    summary.unchanged = shared.summary.unchanged;
-    summary.allocations = shared.summary.allocations;
-    summary.refused = refused_at_parse + shared.summary.refused;
+    show_landed(&mut summary, &shared.summary);
+    summary.refused += shared.summary.refused;
     // Annotations describe a run: each lands in every shard of it.
     for found in annotations {
         let shards: Vec<&PathBuf> = shared

@@ -24,7 +24,8 @@ use std::collections::HashMap;
 use serde_json::{json, Map, Value};
 
 use super::log::{self, LogLine};
-use super::{grouped_number, hex_id, id_text, Found};
+use super::{grouped_number, id_text, Found};
+use crate::dump::parse::parse_id_text;
 use crate::error::{Error, Result};
 
 const FAILED: &str = "Failed to allocate ";
@@ -68,7 +69,7 @@ fn failed_line(message: &str, line: &LogLine, number: usize) -> Option<Report> {
     let (size, rest) = rest.split_once(" bytes on memory ")?;
     let size = grouped_number(size.trim())?;
     let (memory, rest) = rest.split_once(" (of kind ")?;
-    let memory = hex_id(memory.trim())?;
+    let memory = parse_id_text(memory.trim())?;
     let (kind, rest) = rest.split_once(')')?;
     let asked = rest
         .trim_start()
@@ -112,7 +113,7 @@ fn failed_line(message: &str, line: &LogLine, number: usize) -> Option<Report> {
 fn instance_line(text: &str) -> Option<Instance> {
     let rest = text.strip_prefix("Instance ")?;
     let (id, rest) = rest.split_once(" of size ")?;
-    let id = hex_id(id.trim())?;
+    let id = parse_id_text(id.trim())?;
     let (size, rest) = match rest.split_once(' ') {
         Some((size, rest)) => (size, rest),
         None => (rest, ""),
@@ -121,7 +122,7 @@ fn instance_line(text: &str) -> Option<Instance> {
     let (address, rest) = match rest.strip_prefix("at address ") {
         Some(rest) => {
             let (address, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-            (Some(hex_id(address.trim_end_matches(','))?), rest)
+            (Some(parse_id_text(address.trim_end_matches(','))?), rest)
         }
         None => (None, rest),
     };
@@ -316,15 +317,12 @@ pub fn read(text: &str, display: &str) -> Result<Vec<Found>> {
         let line = log::parse(raw);
         let key = (line.node, line.thread.map(str::to_string));
         if line.message.contains(FAILED) {
-            if let Some(report) = failed_line(line.message, &line, index + 1) {
-                open.insert(key.clone(), reports.len());
+            if let Some(mut report) = failed_line(line.message, &line, index + 1) {
+                // A report whose lines were joined into one goes on on this line (`feed` finds
+                // its parts anywhere in a line).
+                feed(&mut report, line.message);
+                open.insert(key, reports.len());
                 reports.push(report);
-                // A report whose lines were joined into one goes on on this line.
-                let after = &line.message[line.message.find(" (UID ").unwrap_or(0)..];
-                if let (Some(&open_index), true) = (open.get(&key), after.contains("LogicalStore"))
-                {
-                    feed(&mut reports[open_index], after);
-                }
                 continue;
             }
         }

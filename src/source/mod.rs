@@ -234,11 +234,6 @@ pub(crate) fn grouped_number(text: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// A hex id as Realm and Legate print it, with or without `0x` (format v1's own rule for ids).
-pub(crate) fn hex_id(text: &str) -> Option<u64> {
-    crate::dump::parse::parse_id_text(text)
-}
-
 /// An id as format v1 writes it.
 pub(crate) fn id_text(id: u64) -> String {
     format!("0x{id:016x}")

@@ -20,7 +20,8 @@
 use serde_json::json;
 
 use super::log;
-use super::{grouped_number, hex_id, id_text, Found};
+use super::{grouped_number, id_text, Found};
+use crate::dump::parse::parse_id_text;
 use crate::error::{Error, Result};
 
 const STATS: &str = "%%Stats%%";
@@ -66,7 +67,7 @@ fn named(raw: &str) -> Option<Named> {
         .chars()
         .take_while(|c| c.is_ascii_hexdigit() || *c == 'x' || *c == 'X')
         .collect();
-    let memory = hex_id(&id)?;
+    let memory = parse_id_text(&id)?;
     let size = lower
         .find("allocation of size ")
         .map(|at| &message[at + "allocation of size ".len()..])
