@@ -302,48 +302,48 @@ fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<
             }
         }
         let total = |widths: &[usize]| widths.iter().map(|width| width + 2).sum::<usize>();
-        // A column of text can be shortened; numbers (whatever their unit) cannot.
-        let is_text = |shown: &[usize], column: usize| {
-            table.units[shown[column]] == Unit::Plain
-                && table.rows.iter().any(|row| {
-                    matches!(
-                        row[shown[column]],
-                        Cell::Text(_) | Cell::Json(_) | Cell::Blob(_)
-                    )
-                })
-        };
+        // A column of text can be shortened; numbers (whatever their unit) cannot. Found once,
+        // kept beside the other per-column lists as columns are hidden.
+        let mut text: Vec<bool> = shown
+            .iter()
+            .map(|&index| {
+                table.units[index] == Unit::Plain
+                    && table.rows.iter().any(|row| {
+                        matches!(row[index], Cell::Text(_) | Cell::Json(_) | Cell::Blob(_))
+                    })
+            })
+            .collect();
         // The least a column can take: a text column 12 characters, or its title when longer.
-        let least = |shown: &[usize], titles: &[String], widths: &[usize], column: usize| {
-            if is_text(shown, column) {
+        let least = |text: &[bool], titles: &[String], widths: &[usize], column: usize| {
+            if text[column] {
                 widths[column].min(titles[column].chars().count().max(12))
             } else {
                 widths[column]
             }
         };
-        let floor = |shown: &[usize], titles: &[String], widths: &[usize]| -> usize {
+        let floor = |text: &[bool], titles: &[String], widths: &[usize]| -> usize {
             (0..widths.len())
-                .map(|column| least(shown, titles, widths, column) + 2)
+                .map(|column| least(text, titles, widths, column) + 2)
                 .sum()
         };
         // Text columns go first (they can be looked up), then figures from the right; the
         // first column (what a row is about) stays.
-        while floor(&shown, &titles, &widths) > width && style.columns.is_none() && !style.wide {
-            let text_column = (1..widths.len())
-                .rev()
-                .find(|&column| is_text(&shown, column));
+        while floor(&text, &titles, &widths) > width && style.columns.is_none() && !style.wide {
+            let text_column = (1..widths.len()).rev().find(|&column| text[column]);
             let Some(column) = text_column.or((widths.len() > 1).then(|| widths.len() - 1)) else {
                 break;
             };
             hidden.push((shown[column], titles.remove(column)));
             widths.remove(column);
             shown.remove(column);
+            text.remove(column);
             for row in &mut cells {
                 row.remove(column);
             }
         }
         while total(&widths) > width {
             let widest = (0..widths.len())
-                .filter(|&column| widths[column] > least(&shown, &titles, &widths, column))
+                .filter(|&column| widths[column] > least(&text, &titles, &widths, column))
                 .max_by_key(|&column| widths[column]);
             let Some(column) = widest else { break };
             let excess = total(&widths) - width;
