@@ -196,6 +196,29 @@ fn write_and_sync(file: &mut File, bytes: &[u8]) -> io::Result<()> {
     file.sync_all()
 }
 
+/// A run id (free text) made safe for the start of a file name: letters, digits, `-`, `_` and `.`
+/// kept, anything else `_`, no leading dot; when that changed anything, a hash of the whole id is
+/// added so two ids that differ only there still name different files.
+pub fn safe_stem(text: &str) -> String {
+    let safe: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let safe = safe.trim_start_matches('.');
+    if safe == text && !safe.is_empty() {
+        safe.to_string()
+    } else {
+        let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+        format!("{safe}-{:08x}", hash >> 32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

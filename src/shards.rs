@@ -24,24 +24,7 @@ use crate::ingest::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Rec
 /// digits, `-`, `_` and `.` replaced by `_` (and then a hash of the run added, so two runs never
 /// share a file).
 pub fn shard_path(dir: &Path, run: &str, node: i64) -> PathBuf {
-    let safe: String = run
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let safe = safe.trim_start_matches('.');
-    let name = if safe == run && !safe.is_empty() {
-        format!("{safe}-n{node}.db")
-    } else {
-        let hash = xxhash_rust::xxh3::xxh3_64(run.as_bytes());
-        format!("{safe}-{:08x}-n{node}.db", hash >> 32)
-    };
-    dir.join(name)
+    dir.join(format!("{}-n{node}.db", crate::files::safe_stem(run)))
 }
 
 /// What a writer thread is handed.

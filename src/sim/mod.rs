@@ -158,7 +158,7 @@ impl Output {
                 fs::create_dir_all(&folder).map_err(|error| io_error(&folder, error))?;
                 let path = folder.join(self.extension(&format!(
                     "{}-node{node}-seq{seq:05}.json",
-                    self.config.run_id
+                    crate::files::safe_stem(&self.config.run_id)
                 )));
                 let mut writer = self.open(&path)?;
                 writer
@@ -170,9 +170,10 @@ impl Output {
                 self.summary.files.push(path);
             }
             FileLayout::Stream => {
-                let path = self
-                    .folder
-                    .join(self.extension(&format!("{}-node{node}.ndjson", self.config.run_id)));
+                let path = self.folder.join(self.extension(&format!(
+                    "{}-node{node}.ndjson",
+                    crate::files::safe_stem(&self.config.run_id)
+                )));
                 if self.streams[node].is_none() {
                     self.streams[node] = Some(BufWriter::new(self.open(&path)?));
                     self.summary.files.push(path.clone());
@@ -457,7 +458,7 @@ pub fn simulate(
                 simulation.step += 1;
             }
         }
-        if simulation.step % config.dump_every == 0 {
+        if simulation.step.is_multiple_of(config.dump_every) {
             for node in 0..config.nodes {
                 write_dump(&mut simulation, &mut output, node, "periodic", None)?;
             }
