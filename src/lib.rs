@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod db;
 pub mod dump;
 pub mod error;
+pub mod export;
 pub mod files;
 pub mod follow;
 pub mod ingest;

@@ -112,6 +112,19 @@ pub enum Command {
     /// and column, and the canned queries (datasette memstate.db -m metadata.json).
     DatasetteMetadata(DatasetteArgs),
 
+    /// Write databases out as a Parquet dataset for DuckDB, Spark or Trino.
+    ///
+    /// Reads the --db database, or the databases named (shards of one run, several runs), and
+    /// writes DIR/<table>/run=<run>/node=<node>/part-0.parquet for snapshots, memories,
+    /// memory_stats, allocation_spans, hole_spans and failed_requests, and
+    /// DIR/<table>/run=<run>/part-0.parquet for objects and allocation_objects. Columns are those
+    /// of the public views (docs/SCHEMA.md) with natural keys instead of integer ids: a snapshot
+    /// is (run, node, seq), a memory (run, node, memory) with memory its handle. Exporting again
+    /// replaces exactly the node partitions written (each file whole or not at all); run-level
+    /// tables are merged with what DIR holds, under a lock, so shards can be exported one by one
+    /// or in parallel. Query with scripts/parquet-query (docs/SCALE-OUT.md).
+    Export(ExportArgs),
+
     /// Print a shell completion script: memstate completions bash > /etc/bash_completion.d/memstate
     Completions(CompletionsArgs),
 
@@ -472,6 +485,36 @@ pub struct BlockersArgs {
     pub html: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The format of the dataset (Parquet is the only one).
+    #[arg(long, value_enum, default_value_t = ExportFormat::Parquet)]
+    pub format: ExportFormat,
+    /// The dataset's folder: created when missing; an existing one must be a memstate dataset
+    /// (or empty) unless --force.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Export into a folder that holds other things than a memstate dataset.
+    #[arg(long)]
+    pub force: bool,
+    /// The databases to export (default: the --db one), e.g. the shards of an import --shard-dir.
+    #[arg(value_name = "DB")]
+    pub databases: Vec<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// How the summary is printed.
+    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
+    pub summary_format: FormatArg,
+}
+
+/// Dataset formats of `export`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// Apache Parquet, Hive-partitioned by run and node, zstd-compressed.
+    Parquet,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ mod completions;
 mod datasette;
 mod demo;
 mod diff;
+mod export;
 mod import;
 mod listing;
 mod map;
@@ -52,6 +53,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Map(args) => map::run(&db, &args),
         Command::Plot(args) => plot::run(&db, &args),
         Command::DatasetteMetadata(args) => datasette::run(&db, &args),
+        Command::Export(args) => export::run(&db, &args),
         Command::Completions(args) => completions::completions(&args),
         Command::Man(args) => completions::man(&args),
     }

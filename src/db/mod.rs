@@ -167,10 +167,18 @@ fn check_header(path: &Path) -> Result<()> {
 }
 
 fn open_connection(path: &Path, flags: OpenFlags) -> Result<Connection> {
+    open_connection_waiting(path, flags, BUSY_TIMEOUT)
+}
+
+fn open_connection_waiting(
+    path: &Path,
+    flags: OpenFlags,
+    patience: Duration,
+) -> Result<Connection> {
     let display = path.display().to_string();
     let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
-    conn.busy_timeout(BUSY_TIMEOUT)
+    conn.busy_timeout(patience)
         .map_err(|error| Error::database(&display, error))?;
     Ok(conn)
 }
@@ -260,6 +268,12 @@ fn folder_writable(path: &Path) -> bool {
 /// An older database is migrated first, through a separate writer; a database in a read-only
 /// place is read as it is.
 pub fn open_read_only(path: &Path) -> Result<Database> {
+    open_read_only_waiting(path, BUSY_TIMEOUT)
+}
+
+/// [`open_read_only`], waiting at most `patience` for a writer that holds the file locked (the
+/// export gives up soon and says so, rather than wait half a minute per database).
+pub fn open_read_only_waiting(path: &Path, patience: Duration) -> Result<Database> {
     let display = path.display().to_string();
     if !path.exists() {
         return Err(Error::database(
@@ -268,14 +282,14 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
         ));
     }
     check_header(path)?;
-    let mut conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    let mut conn = open_connection_waiting(path, OpenFlags::SQLITE_OPEN_READ_ONLY, patience)?;
     if needs_rollback(&conn) && folder_writable(path) {
         // A writer died mid-transaction: a short writer connection rolls its journal back.
         drop(conn);
-        let writer = open_connection(path, OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        let writer = open_connection_waiting(path, OpenFlags::SQLITE_OPEN_READ_WRITE, patience)?;
         schema::classify(&writer, &display)?;
         drop(writer);
-        conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn = open_connection_waiting(path, OpenFlags::SQLITE_OPEN_READ_ONLY, patience)?;
     }
     let found = match schema::classify(&conn, &display) {
         Ok(found) => found,
@@ -326,7 +340,7 @@ pub fn open_read_only(path: &Path) -> Result<Database> {
                 other => other,
             })?;
             writer.finish()?;
-            conn = open_connection(path, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+            conn = open_connection_waiting(path, OpenFlags::SQLITE_OPEN_READ_ONLY, patience)?;
         }
     }
     conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_ATTACHED, 0)

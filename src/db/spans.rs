@@ -156,7 +156,7 @@ impl<T> Iterator for Draining<T> {
         self.taken += 1;
         // Every 64Ki entries, give the spare end of the buffer back (for a large buffer the
         // allocator shrinks it in place, without copying).
-        if self.taken % 65536 == 0 {
+        if self.taken.is_multiple_of(65536) {
             self.reversed.shrink_to_fit();
         }
         Some(item)

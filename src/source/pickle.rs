@@ -204,7 +204,7 @@ impl Reader<'_> {
         match &mut self.nodes[container] {
             Node::List(items) => items.extend(values),
             Node::Dict(items) => {
-                if values.len() % 2 != 0 {
+                if !values.len().is_multiple_of(2) {
                     return self.fail(at, "SETITEMS with an odd number of values");
                 }
                 items.extend(values.chunks(2).map(|pair| (pair[0], pair[1])));

@@ -303,7 +303,7 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
     for (index, event) in events.iter().enumerate().rev() {
         let time_ns = ns(event.time_us);
         if let Some(every) = every {
-            if (index as u64 + 1) % every == 0 && event.action != "snapshot" {
+            if (index as u64 + 1).is_multiple_of(every) && event.action != "snapshot" {
                 let note = format!(
                     "rebuilt from the allocator's trace, after event {}",
                     index + 1

@@ -1,0 +1,576 @@
+//! Export: memstate databases written out as one Hive-partitioned Parquet dataset that DuckDB,
+//! Spark or Trino query (`memstate export --format parquet --out DIR [DB...]`).
+//!
+//! Every database is opened read-only and checked first (not memstate's, newer, locked: refused
+//! by name before anything is written), then read inside one read transaction each, so what is
+//! exported is one consistent state of each. Node tables ([`tables::Level::Node`]) are written
+//! one file per (table, run, node), whole or not at all, replacing what the folder held for that
+//! partition: shards can be exported one by one, or in parallel, into one dataset. Run tables are
+//! merged with what the dataset holds, under a lock, by the import's own rules (an object's field
+//! given fills in and the greater text wins where two disagree; links are a set), so the dataset
+//! is the same whether a run's nodes were exported together or apart.
+//!
+//! `time_unix` is computed across all databases of one call: a node whose dumps carry no wall
+//! time takes the clock of the run's earliest dump that has one (by `time_ns`, then node), in
+//! whichever database of the call it is, exactly as one database holding everything computes it.
+//! A node exported alone, without wall time and without another node of its run beside it in
+//! the call, keeps `time_unix` NULL.
+
+pub mod dataset;
+pub mod files;
+pub mod tables;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+
+use crate::db::Database;
+use crate::error::{Error, Result};
+use files::Value;
+use tables::{Level, Table};
+
+/// How long an export waits for a database another process holds locked before refusing it.
+const LOCK_PATIENCE: Duration = Duration::from_secs(3);
+
+/// What to export, and where.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub databases: Vec<PathBuf>,
+    pub out: PathBuf,
+    /// Export into a folder that holds something other than a memstate dataset.
+    pub force: bool,
+}
+
+/// What one table got.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableSummary {
+    pub files: u64,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// What an export wrote.
+#[derive(Debug, Clone, Default)]
+pub struct Summary {
+    pub databases: usize,
+    pub node_partitions: u64,
+    pub runs: u64,
+    /// Per table, in [`tables::ALL`] order.
+    pub tables: Vec<(&'static str, TableSummary)>,
+}
+
+/// Progress: partitions done of all there are.
+pub trait Progress {
+    fn start(&mut self, total: u64);
+    fn done(&mut self, what: &str);
+}
+
+/// No progress shown.
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn start(&mut self, _total: u64) {}
+    fn done(&mut self, _what: &str) {}
+}
+
+/// A (run, node) of one database.
+struct Partition {
+    database: usize,
+    run_id: i64,
+    run: String,
+    node: i64,
+}
+
+pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary> {
+    let databases = open_all(&options.databases)?;
+    let partitions = partitions(&databases)?;
+    let runs = runs(&databases)?;
+    let anchors = wall_clock_anchors(&databases, &runs)?;
+    dataset::prepare(&options.out, options.force)?;
+
+    let mut summary = Summary {
+        databases: databases.len(),
+        tables: tables::ALL
+            .iter()
+            .map(|table| (table.name, TableSummary::default()))
+            .collect(),
+        ..Summary::default()
+    };
+    progress.start(partitions.len() as u64 + runs.len() as u64);
+    for partition in &partitions {
+        let database = &databases[partition.database];
+        for (index, table) in tables::ALL.iter().enumerate() {
+            if table.level != Level::Node {
+                continue;
+            }
+            let path =
+                dataset::node_partition(&options.out, table.name, &partition.run, partition.node)
+                    .join(dataset::PART_FILE);
+            let fill =
+                |row: &mut Vec<Value>| fill_time_unix(table, row, anchors.get(&partition.run));
+            let rows = write_partition(
+                database,
+                table,
+                &path,
+                (partition.run_id, partition.node),
+                fill,
+            )?;
+            add(&mut summary.tables[index].1, &path, rows);
+        }
+        summary.node_partitions += 1;
+        progress.done(&format!("{} node {}", partition.run, partition.node));
+    }
+    for (run, holders) in &runs {
+        for (index, table) in tables::ALL.iter().enumerate() {
+            if table.level != Level::Run {
+                continue;
+            }
+            let path =
+                dataset::run_partition(&options.out, table.name, run).join(dataset::PART_FILE);
+            let rows = merge_run_table(&databases, holders, table, &options.out, &path)?;
+            add(&mut summary.tables[index].1, &path, rows);
+        }
+        summary.runs += 1;
+        progress.done(run);
+    }
+    Ok(summary)
+}
+
+fn add(summary: &mut TableSummary, path: &Path, rows: u64) {
+    summary.files += 1;
+    summary.rows += rows;
+    summary.bytes += std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
+}
+
+/// Open every database read-only and start a read transaction on each; refuse the call before
+/// anything is written when one cannot be read.
+fn open_all(paths: &[PathBuf]) -> Result<Vec<Database>> {
+    let mut databases = Vec::with_capacity(paths.len());
+    for path in paths {
+        let database = crate::db::open_read_only_waiting(path, LOCK_PATIENCE)?;
+        database
+            .conn
+            .execute_batch("BEGIN; SELECT count(*) FROM snapshot;")
+            .map_err(|error| match &error {
+                rusqlite::Error::SqliteFailure(failure, _)
+                    if matches!(
+                        failure.code,
+                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                    ) =>
+                {
+                    Error::database(
+                        database.display(),
+                        "locked by another process (an import at work?); export it when that is done",
+                    )
+                }
+                _ => Error::database(database.display(), error),
+            })?;
+        databases.push(database);
+    }
+    Ok(databases)
+}
+
+fn sql_error(database: &Database) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |error| Error::database(database.display(), error)
+}
+
+/// Every (run, node) of every database; a (run, node) held by two databases of one call is
+/// refused (which one's rows would the partition hold?).
+fn partitions(databases: &[Database]) -> Result<Vec<Partition>> {
+    let mut partitions = Vec::new();
+    let mut seen: HashMap<(String, i64), usize> = HashMap::new();
+    for (index, database) in databases.iter().enumerate() {
+        let mut statement = database
+            .conn
+            .prepare("SELECT DISTINCT run_id, run, node FROM snapshots ORDER BY run, node")
+            .map_err(sql_error(database))?;
+        let found = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<(i64, String, i64)>>>())
+            .map_err(sql_error(database))?;
+        for (run_id, run, node) in found {
+            if let Some(other) = seen.insert((run.clone(), node), index) {
+                return Err(Error::Usage(format!(
+                    "run {run:?} node {node} is in both {} and {}: export them in separate calls (each replaces the node's partition), or import them into one database",
+                    databases[other].display(),
+                    database.display()
+                )));
+            }
+            partitions.push(Partition {
+                database: index,
+                run_id,
+                run,
+                node,
+            });
+        }
+    }
+    Ok(partitions)
+}
+
+/// Every run, with the databases that hold it and its id in each.
+fn runs(databases: &[Database]) -> Result<BTreeMap<String, Vec<(usize, i64)>>> {
+    let mut runs: BTreeMap<String, Vec<(usize, i64)>> = BTreeMap::new();
+    for (index, database) in databases.iter().enumerate() {
+        let mut statement = database
+            .conn
+            .prepare("SELECT run_id, run FROM runs")
+            .map_err(sql_error(database))?;
+        let found = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<(i64, String)>>>())
+            .map_err(sql_error(database))?;
+        for (run_id, run) in found {
+            runs.entry(run).or_default().push((index, run_id));
+        }
+    }
+    Ok(runs)
+}
+
+/// Per run, what a dump without a wall clock of its own node adds to its `time_ns / 1e9` to get
+/// `time_unix`: the wall clock of the run's earliest dump (by time_ns, then node) that has one,
+/// over all databases of the call, less that dump's own `time_ns / 1e9`. (The snapshots view
+/// computes the same sum in the same order, so the figures are equal to the last bit.)
+fn wall_clock_anchors(
+    databases: &[Database],
+    runs: &BTreeMap<String, Vec<(usize, i64)>>,
+) -> Result<HashMap<String, f64>> {
+    let mut anchors = HashMap::new();
+    for (run, holders) in runs {
+        let mut earliest: Option<(i64, i64, f64)> = None;
+        for (index, run_id) in holders {
+            let database = &databases[*index];
+            let found: Option<(i64, i64, f64)> = database
+                .conn
+                .query_row(
+                    "SELECT time_ns, node, time_unix FROM snapshots
+                     WHERE run_id = ?1 AND wall_time IS NOT NULL AND time_unix IS NOT NULL
+                     ORDER BY time_ns, node LIMIT 1",
+                    [run_id],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .map(Some)
+                .or_else(|error| match error {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    other => Err(other),
+                })
+                .map_err(sql_error(database))?;
+            if let Some(candidate) = found {
+                if earliest
+                    .is_none_or(|(time_ns, node, _)| (candidate.0, candidate.1) < (time_ns, node))
+                {
+                    earliest = Some(candidate);
+                }
+            }
+        }
+        if let Some((time_ns, _, time_unix)) = earliest {
+            anchors.insert(run.clone(), time_unix - time_ns as f64 / 1e9);
+        }
+    }
+    Ok(anchors)
+}
+
+/// A snapshot whose database could not place it on the wall clock gets the call's anchor.
+fn fill_time_unix(table: &Table, row: &mut [Value], anchor: Option<&f64>) {
+    let (Some(anchor), Some(time_unix), Some(time_ns)) = (
+        anchor,
+        table
+            .column("time_unix")
+            .filter(|_| table.name == "snapshots"),
+        table.column("time_ns"),
+    ) else {
+        return;
+    };
+    if let (Value::Null, Value::Int(time_ns)) = (&row[time_unix], &row[time_ns]) {
+        row[time_unix] = Value::Real(*time_ns as f64 / 1e9 + anchor);
+    }
+}
+
+/// Read one partition of a table from a database, row by row, into its file.
+fn write_partition(
+    database: &Database,
+    table: &Table,
+    path: &Path,
+    (key, node): (i64, i64),
+    mut fill: impl FnMut(&mut Vec<Value>),
+) -> Result<u64> {
+    let mut statement = database
+        .conn
+        .prepare_cached(table.sql)
+        .map_err(sql_error(database))?;
+    let mut rows = if table.level == Level::Node {
+        statement.query([key, node])
+    } else {
+        statement.query([key])
+    }
+    .map_err(sql_error(database))?;
+    let mut failure: Option<Error> = None;
+    let mut count = 0;
+    dataset::write_whole(path, |file| {
+        let mut writer = files::Writer::new(table, file)?;
+        let mut cells = Vec::with_capacity(table.columns.len());
+        loop {
+            let row = match rows.next() {
+                Ok(Some(row)) => row,
+                Ok(None) => break,
+                Err(error) => {
+                    failure = Some(sql_error(database)(error));
+                    return Err(std::io::Error::other("reading the database failed"));
+                }
+            };
+            cells.clear();
+            for (index, (name, _)) in table.columns.iter().enumerate() {
+                match row.get_ref(index).map(|value| cell(value, table, name)) {
+                    Ok(Ok(value)) => cells.push(value),
+                    Ok(Err(error)) | Err(error) => {
+                        failure = Some(Error::database(database.display(), error));
+                        return Err(std::io::Error::other("reading the database failed"));
+                    }
+                }
+            }
+            fill(&mut cells);
+            writer.push(&cells)?;
+        }
+        count = writer.finish()?;
+        Ok(())
+    })
+    .map_err(|error| failure.take().unwrap_or(error))?;
+    Ok(count)
+}
+
+fn cell(value: ValueRef<'_>, table: &Table, column: &str) -> rusqlite::Result<Value> {
+    Ok(match value {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(number) => Value::Int(number),
+        ValueRef::Real(number) => Value::Real(number),
+        ValueRef::Text(bytes) => Value::Text(
+            std::str::from_utf8(bytes)
+                .map_err(|error| {
+                    rusqlite::Error::InvalidColumnType(
+                        0,
+                        format!("{}.{column}: not UTF-8 text ({error})", table.name),
+                        rusqlite::types::Type::Text,
+                    )
+                })?
+                .to_string(),
+        ),
+        ValueRef::Blob(_) => {
+            return Err(rusqlite::Error::InvalidColumnType(
+                0,
+                format!("{}.{column}: a blob where the view gives none", table.name),
+                rusqlite::types::Type::Blob,
+            ))
+        }
+    })
+}
+
+/// Rows of a run table from every database of the call that holds the run.
+fn run_rows(
+    databases: &[Database],
+    holders: &[(usize, i64)],
+    table: &Table,
+) -> Result<Vec<Vec<Value>>> {
+    let mut all = Vec::new();
+    for (index, run_id) in holders {
+        let database = &databases[*index];
+        let mut statement = database
+            .conn
+            .prepare_cached(table.sql)
+            .map_err(sql_error(database))?;
+        let mut rows = statement.query([run_id]).map_err(sql_error(database))?;
+        while let Some(row) = rows.next().map_err(sql_error(database))? {
+            let mut cells = Vec::with_capacity(table.columns.len());
+            for (column, (name, _)) in table.columns.iter().enumerate() {
+                let value = row
+                    .get_ref(column)
+                    .and_then(|value| cell(value, table, name))
+                    .map_err(sql_error(database))?;
+                cells.push(value);
+            }
+            all.push(cells);
+        }
+    }
+    Ok(all)
+}
+
+/// Merge a run table with what the dataset holds, under the dataset's lock, and write it.
+fn merge_run_table(
+    databases: &[Database],
+    holders: &[(usize, i64)],
+    table: &Table,
+    root: &Path,
+    path: &Path,
+) -> Result<u64> {
+    let mut rows = run_rows(databases, holders, table)?;
+    let _lock = dataset::lock(root)?;
+    if path.exists() {
+        let (names, held) = files::read(path)?;
+        let expected: Vec<&str> = table.columns.iter().map(|(name, _)| *name).collect();
+        if names != expected {
+            return Err(Error::database(
+                path.display().to_string(),
+                format!("its columns are {names:?}, not those of {} ({expected:?}); export into a new folder", table.name),
+            ));
+        }
+        rows.extend(held);
+    }
+    let merged = merge(table, rows);
+    let mut count = 0;
+    dataset::write_whole(path, |file| {
+        let mut writer = files::Writer::new(table, file)?;
+        for row in &merged {
+            writer.push(row)?;
+        }
+        count = writer.finish()?;
+        Ok(())
+    })?;
+    Ok(count)
+}
+
+/// The import's rules for rows of one run that describe the same thing, keyed by the table's
+/// identity: `objects` by object_id, each other field the greatest given (NULL only when none
+/// gives it); `allocation_objects` by (uid, field_id, object_id), field_size likewise. The result
+/// is sorted by the key (NULL first), as the database's export reads it.
+pub fn merge(table: &Table, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+    let key_columns: Vec<usize> = match table.name {
+        "allocation_objects" => ["uid", "field_id", "object_id"]
+            .iter()
+            .filter_map(|name| table.column(name))
+            .collect(),
+        _ => vec![0],
+    };
+    let mut merged: BTreeMap<Vec<Key>, Vec<Value>> = BTreeMap::new();
+    for row in rows {
+        let key: Vec<Key> = key_columns
+            .iter()
+            .map(|index| Key(row[*index].clone()))
+            .collect();
+        match merged.get_mut(&key) {
+            None => {
+                merged.insert(key, row);
+            }
+            Some(kept) => {
+                for (kept, given) in kept.iter_mut().zip(row) {
+                    if Key(given.clone()) > Key(kept.clone()) {
+                        *kept = given;
+                    }
+                }
+            }
+        }
+    }
+    merged.into_values().collect()
+}
+
+/// A value ordered as SQLite orders them: NULL first, then numbers, then text (by bytes).
+#[derive(Debug, Clone, PartialEq)]
+struct Key(Value);
+
+impl Eq for Key {}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        fn rank(value: &Value) -> u8 {
+            match value {
+                Value::Null => 0,
+                Value::Int(_) | Value::Real(_) => 1,
+                Value::Text(_) => 2,
+            }
+        }
+        let number = |value: &Value| match value {
+            Value::Int(number) => *number as f64,
+            Value::Real(number) => *number,
+            _ => 0.0,
+        };
+        match (&self.0, &other.0) {
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (a, b) if rank(a) == 1 && rank(b) == 1 => {
+                number(a).partial_cmp(&number(b)).unwrap_or(Ordering::Equal)
+            }
+            (a, b) => rank(a).cmp(&rank(b)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(value: &str) -> Value {
+        Value::Text(value.to_string())
+    }
+
+    #[test]
+    fn objects_merge_field_by_field_with_the_greater_text_winning() {
+        let rows = vec![
+            vec![
+                text("7"),
+                text("store"),
+                Value::Null,
+                text("[3]"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ],
+            vec![
+                text("7"),
+                Value::Null,
+                text("x"),
+                text("[30]"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ],
+            vec![
+                text("10"),
+                text("a"),
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+                Value::Null,
+            ],
+        ];
+        let merged = merge(&tables::OBJECTS, rows);
+        // "10" sorts before "7" as text, as SQLite orders the view.
+        assert_eq!(merged[0][0], text("10"));
+        assert_eq!(
+            merged[1][..4],
+            [text("7"), text("store"), text("x"), text("[30]")]
+        );
+        assert_eq!(merged.len(), 2);
+    }
+
+    #[test]
+    fn links_are_a_set_keyed_by_uid_field_and_object() {
+        let uid = "0x0000000000000001";
+        let rows = vec![
+            vec![text(uid), Value::Int(0), Value::Null, text("7")],
+            vec![text(uid), Value::Int(0), Value::Int(8), text("7")],
+            vec![text(uid), Value::Null, Value::Null, text("7")],
+            vec![text(uid), Value::Int(0), Value::Null, text("7")],
+        ];
+        let merged = merge(&tables::ALLOCATION_OBJECTS, rows);
+        assert_eq!(
+            merged,
+            vec![
+                vec![text(uid), Value::Null, Value::Null, text("7")],
+                vec![text(uid), Value::Int(0), Value::Int(8), text("7")],
+            ]
+        );
+    }
+}
