@@ -15,5 +15,5 @@ SELECT m.handle, a.uid, a.kind, a.state, a.offset, a.size, a.provenance, a.label
 FROM allocations a
 JOIN memories m ON m.memory_id = a.memory_id
 WHERE a.snapshot_id = :snapshot_id
-ORDER BY a.size DESC, m.handle, a.offset
+ORDER BY a.size DESC, m.handle, a.offset, a.uid
 LIMIT :top;

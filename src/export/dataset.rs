@@ -101,35 +101,28 @@ pub fn run_partition(root: &Path, table: &str, run: &str) -> PathBuf {
 }
 
 /// Make `root` a memstate dataset, or check that it is one. A folder that exists and holds
-/// anything but a memstate dataset is refused unless `force`.
+/// anything but a memstate dataset is refused unless `force`, before anything is written in it.
+/// Parallel exports into one new folder agree: the marker is written under the dataset's lock,
+/// before any partition, and the lock file and hidden temporary files do not count as content.
 pub fn prepare(root: &Path, force: bool) -> Result<()> {
     let shown = root.display().to_string();
-    let marker = root.join(MARKER);
     match fs::symlink_metadata(root) {
-        Ok(meta) if !meta.is_dir() => {
+        Ok(meta) if !meta.is_dir() && !fs::metadata(root).is_ok_and(|meta| meta.is_dir()) => {
             return Err(Error::Usage(format!(
                 "{shown}: not a folder; --out names the folder of the dataset"
             )))
         }
-        Ok(_) => {
-            if marker.exists() {
-                return check_marker(&marker);
-            }
-            let empty = fs::read_dir(root)
-                .map_err(|error| Error::write(root, error))?
-                .next()
-                .is_none();
-            if !empty && !force {
-                return Err(Error::Usage(format!(
-                    "{shown}: a folder that is not a memstate dataset (no {MARKER}); \
-                     name a new or empty folder, or give --force to export into it anyway"
-                )));
-            }
-        }
+        Ok(_) => check_content(root, force)?,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
             fs::create_dir_all(root).map_err(|error| Error::write(root, error))?;
         }
         Err(error) => return Err(Error::write(root, error)),
+    }
+    let _lock = lock(root)?;
+    check_content(root, force)?;
+    let marker = root.join(MARKER);
+    if marker.exists() {
+        return Ok(());
     }
     let text = serde_json::json!({
         "format": MARKER_FORMAT,
@@ -140,6 +133,34 @@ pub fn prepare(root: &Path, force: bool) -> Result<()> {
     });
     let bytes = format!("{text:#}\n");
     write_whole(&marker, |file| file.write_all(bytes.as_bytes()))
+}
+
+/// A dataset (its marker checked), an empty folder, or (with `force`) anything.
+fn check_content(root: &Path, force: bool) -> Result<()> {
+    let marker = root.join(MARKER);
+    if marker.exists() {
+        return check_marker(&marker);
+    }
+    let content = fs::read_dir(root)
+        .map_err(|error| Error::write(root, error))?
+        .filter_map(|entry| entry.ok())
+        .any(|entry| {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            name != LOCK && !name.starts_with('.')
+        });
+    // Another export may have written the marker (and then partitions) since it was looked for.
+    if marker.exists() {
+        return check_marker(&marker);
+    }
+    if content && !force {
+        return Err(Error::Usage(format!(
+            "{}: a folder that is not a memstate dataset (no {MARKER}); \
+             name a new or empty folder, or give --force to export into it anyway",
+            root.display()
+        )));
+    }
+    Ok(())
 }
 
 fn check_marker(marker: &Path) -> Result<()> {

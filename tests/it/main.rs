@@ -5,6 +5,7 @@ mod cli;
 mod common;
 mod dashboards;
 mod db;
+mod export;
 mod figures;
 mod follow;
 mod fuzz;

@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""Run memstate's canned queries over a Parquet dataset with DuckDB or Spark.
+
+    scripts/parquet-query --engine duckdb --data DIR NAME [-p key=value ...] [--format csv]
+    spark-submit scripts/parquet_query.py --engine spark --data DIR NAME ...
+
+DIR is a dataset written by `memstate export --format parquet --out DIR`. NAME is a query of
+queries/portable/ (--list shows them); its rows and columns are those of
+`memstate report NAME --format csv` on the databases the dataset came from.
+
+Parameters take the forms `report` takes, with natural keys: snapshot_id=RUN:NODE:SEQ (split from
+the right, since a run id may hold ':'), or `latest` when the dataset holds one node;
+memory_id=0x1e00000000000002; run=RUN (default: the dataset's only run); top=N. They are put into
+the SQL as typed literals (DuckDB has no :name parameters): snapshot_id gives :snapshot_run (text),
+:snapshot_node and :snapshot_seq (BIGINT), memory_id gives :memory (text).
+
+Each table of the dataset is registered as a view by its name, with `run` pinned as text and
+`node` as a 64-bit integer, whatever the partition folders look like.
+
+Needs DuckDB (pip install duckdb) or PySpark (pip install pyspark, with Java 17 or later).
+Exit status: 0 ok, 2 bad usage or a dataset that cannot be read.
+"""
+
+import argparse
+import csv
+import decimal
+import math
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+QUERIES = os.path.join(HERE, os.pardir, "queries", "portable")
+MARKER = "_memstate_dataset.json"
+NODE_TABLES = ["snapshots", "memories", "memory_stats", "allocation_spans", "hole_spans", "failed_requests"]
+RUN_TABLES = ["objects", "allocation_objects"]
+
+
+class Refused(Exception):
+    """Bad usage or an unreadable dataset: printed as `error: ...`, exit status 2."""
+
+
+def read_query(name, folder):
+    path = os.path.join(folder, name + ".sql")
+    if not re.fullmatch(r"[a-z0-9-]+", name) or not os.path.isfile(path):
+        known = ", ".join(list_queries(folder))
+        raise Refused(f"no portable query {name!r} (known: {known})")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    params = {}
+    for line in text.splitlines():
+        match = re.match(r"--\s*@param\s+(\w+)\s+(\w+)\s*(.*)", line)
+        if match:
+            default = re.search(r"\(default (\d+)\)", match.group(3))
+            params[match.group(1)] = default.group(1) if default else None
+    return text, params
+
+
+def list_queries(folder):
+    return sorted(name[:-4] for name in os.listdir(folder) if name.endswith(".sql"))
+
+
+def text_literal(value):
+    return "'" + value.replace("'", "''") + "'"
+
+
+def integer_literal(value, what):
+    if not re.fullmatch(r"-?\d+", value.strip()):
+        raise Refused(f"{what}: {value!r} is not a whole number")
+    number = int(value)
+    if not -(2**63) <= number < 2**63:
+        raise Refused(f"{what}: {value!r} does not fit in 64 bits")
+    return f"CAST({number} AS BIGINT)"
+
+
+def memory_text(value):
+    match = re.fullmatch(r"0[xX]([0-9a-fA-F]{1,16})", value.strip())
+    if not match:
+        raise Refused(f"memory_id: {value!r} is not a memory id like 0x1e00000000000002")
+    return "0x%016x" % int(match.group(1), 16)
+
+
+class Engine:
+    """One SQL engine with the dataset's tables registered as views."""
+
+    def sql(self, query):
+        raise NotImplementedError
+
+    def rows(self, query):
+        """Column names and rows of a query."""
+        raise NotImplementedError
+
+
+class DuckDB(Engine):
+    def __init__(self, data):
+        try:
+            import duckdb
+        except ImportError as error:
+            raise Refused(f"DuckDB is not installed ({error}); pip install duckdb") from error
+        self.connection = duckdb.connect()
+        for table in NODE_TABLES + RUN_TABLES:
+            depth = "*/*/*.parquet" if table in NODE_TABLES else "*/*.parquet"
+            pattern = os.path.join(data, table, depth).replace("'", "''")
+            types = "{'run': VARCHAR, 'node': BIGINT}" if table in NODE_TABLES else "{'run': VARCHAR}"
+            self.connection.execute(
+                f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', "
+                f"hive_partitioning = true, hive_types = {types}, union_by_name = true)"
+            )
+
+    def rows(self, query):
+        cursor = self.connection.execute(query)
+        names = [column[0] for column in cursor.description]
+        return names, cursor.fetchall()
+
+
+class Spark(Engine):
+    def __init__(self, data):
+        try:
+            from pyspark.sql import SparkSession
+            from pyspark.sql import functions
+        except ImportError as error:
+            raise Refused(f"PySpark is not installed ({error}); pip install pyspark (and Java 17+)") from error
+        builder = SparkSession.builder.appName("memstate parquet-query")
+        if not os.environ.get("SPARK_MASTER") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+            builder = builder.master("local[*]")
+        self.spark = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "8")
+            .config("spark.sql.session.timeZone", "UTC")
+            # Folder names are never guessed into numbers or dates: run stays text.
+            .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+            .getOrCreate()
+        )
+        self.spark.sparkContext.setLogLevel("ERROR")
+        for table in NODE_TABLES + RUN_TABLES:
+            folder = os.path.join(data, table)
+            frame = self.spark.read.option("basePath", folder).parquet(folder)
+            if table in NODE_TABLES:
+                frame = frame.withColumn("node", functions.col("node").cast("bigint"))
+            frame = frame.withColumn("run", functions.col("run").cast("string"))
+            frame.createOrReplaceTempView(table)
+
+    def rows(self, query):
+        frame = self.spark.sql(query)
+        names = frame.columns
+        return names, [tuple(row) for row in frame.collect()]
+
+
+def only_run(engine):
+    _, rows = engine.rows("SELECT DISTINCT run FROM snapshots ORDER BY run")
+    runs = [row[0] for row in rows]
+    if len(runs) == 1:
+        return runs[0]
+    if not runs:
+        raise Refused("the dataset holds no snapshots")
+    shown = ", ".join(repr(run) for run in runs[:20])
+    raise Refused(f"the dataset holds several runs ({shown}): give -p run=RUN")
+
+
+def snapshot_parts(engine, value):
+    if value == "latest":
+        _, rows = engine.rows("SELECT DISTINCT run, node FROM snapshots")
+        if len(rows) != 1:
+            raise Refused(
+                f"snapshot_id=latest: the dataset holds {len(rows)} nodes; give snapshot_id=RUN:NODE:SEQ"
+            )
+        run, node = rows[0]
+        _, rows = engine.rows(
+            f"SELECT max(seq) FROM snapshots WHERE run = {text_literal(run)} AND node = CAST({int(node)} AS BIGINT)"
+        )
+        return run, str(node), str(rows[0][0])
+    parts = value.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        raise Refused(f"snapshot_id: {value!r} is not RUN:NODE:SEQ (or latest)")
+    return parts[0], parts[1], parts[2]
+
+
+def substitute(query, values):
+    """Put each :name in as its literal; a :name with no value is refused."""
+
+    def replace(match):
+        name = match.group(1)
+        if name not in values:
+            raise Refused(f"the query needs :{name}, which no parameter gives")
+        return values[name]
+
+    # Skip quoted text and comments, so a ':' inside them is left alone.
+    pieces = re.split(r"('(?:[^']|'')*'|--[^\n]*)", query)
+    for index in range(0, len(pieces), 2):
+        pieces[index] = re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", replace, pieces[index])
+    return "".join(pieces)
+
+
+def literals(engine, params, given):
+    for key in given:
+        if key not in params:
+            raise Refused(f"unknown parameter {key!r} (this query takes: {', '.join(params) or 'none'})")
+    values = {}
+    for name, default in params.items():
+        value = given.get(name, default)
+        if name == "run":
+            values["run"] = text_literal(value if value is not None else only_run(engine))
+            continue
+        if value is None:
+            raise Refused(f"-p {name}=VALUE is needed")
+        if name == "snapshot_id":
+            run, node, seq = snapshot_parts(engine, value)
+            values["snapshot_run"] = text_literal(run)
+            values["snapshot_node"] = integer_literal(node, "snapshot_id's node")
+            values["snapshot_seq"] = integer_literal(seq, "snapshot_id's seq")
+        elif name == "memory_id":
+            values["memory"] = text_literal(memory_text(value))
+        elif name == "top":
+            # LIMIT takes a 32-bit INT in Spark: a bare literal, at most 2^31 - 1 (as many rows).
+            integer_literal(value, name)
+            values[name] = str(min(max(int(value), 0), 2**31 - 1))
+        else:
+            values[name] = integer_literal(value, name)
+    return values
+
+
+def exact(value):
+    """A value as `memstate report --format csv` writes it: integers in digits, reals as Rust
+    prints an f64 (the shortest digits that read back, never an exponent), NULL empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, decimal.Decimal):
+        if value == value.to_integral_value():
+            return str(int(value))
+        return exact(float(value))
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        text = format(decimal.Decimal(repr(value)), "f")
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        if text in ("", "-"):
+            text += "0"
+        return text
+    return str(value)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="parquet-query",
+        description="Run a memstate canned query over a Parquet dataset (memstate export) with DuckDB or Spark.",
+    )
+    parser.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    parser.add_argument("--data", help="the dataset's folder (memstate export --out DIR)")
+    parser.add_argument("name", nargs="?", help="the query (queries/portable/NAME.sql)")
+    parser.add_argument("-p", "--param", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--format", choices=["table", "csv"], default="table")
+    parser.add_argument("--queries", default=QUERIES, help="the folder of portable queries")
+    parser.add_argument("--list", action="store_true", help="list the queries and their parameters")
+    args = parser.parse_args(argv)
+    try:
+        if args.list:
+            for name in list_queries(args.queries):
+                _, params = read_query(name, args.queries)
+                print(f"{name}  {' '.join(f'-p {key}=' for key in params)}".rstrip())
+            return 0
+        if not args.name or not args.data:
+            raise Refused("give --data DIR and a query NAME (or --list)")
+        if not os.path.isfile(os.path.join(args.data, MARKER)):
+            raise Refused(f"{args.data}: not a memstate dataset (no {MARKER}); write one with memstate export --format parquet --out DIR")
+        query, params = read_query(args.name, args.queries)
+        given = {}
+        for item in args.param:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise Refused(f"-p {item!r}: write key=value")
+            given[key] = value
+        engine = DuckDB(args.data) if args.engine == "duckdb" else Spark(args.data)
+        values = literals(engine, params, given)
+        check_selectors(engine, values)
+        names, rows = engine.rows(substitute(query, values))
+    except Refused as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # the engine's own errors: a dataset it cannot read, SQL it refuses
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"error: {args.engine}: {first}", file=sys.stderr)
+        return 2
+    try:
+        write(args.format, names, rows, sys.stdout)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (| head): not an error; stop writing quietly.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def check_selectors(engine, values):
+    """Refuse a snapshot or memory the dataset does not hold, as `report` does, rather than
+    answer with no rows."""
+    if "snapshot_run" in values:
+        where = (
+            f"run = {values['snapshot_run']} AND node = {values['snapshot_node']}"
+        )
+        _, rows = engine.rows(f"SELECT count(*) FROM snapshots WHERE {where} AND seq = {values['snapshot_seq']}")
+        if rows[0][0] == 0:
+            raise Refused("snapshot_id: no such snapshot in the dataset")
+        if "memory" in values:
+            _, rows = engine.rows(f"SELECT count(*) FROM memories WHERE {where} AND memory = {values['memory']}")
+            if rows[0][0] == 0:
+                raise Refused("memory_id: no such memory on the snapshot's node")
+
+
+def write(form, names, rows, out):
+    if form == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(names)
+        for row in rows:
+            writer.writerow([exact(value) for value in row])
+        return
+    cells = [names] + [[exact(value) for value in row] for row in rows]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(names))]
+    for number, row in enumerate(cells):
+        out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() + "\n")
+        if number == 0:
+            out.write("  ".join("-" * width for width in widths) + "\n")
+    if not rows:
+        out.write("(no rows)\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
