@@ -107,6 +107,20 @@ fn write_node(folder: &Path, node: u64, nodes: u64) -> u64 {
     rows
 }
 
+/// Run the binary once, which must succeed; its time and peak memory printed as a reference.
+fn timed(name: &str, args: &[&str]) -> f64 {
+    let args: Vec<String> = args.iter().map(|arg| arg.to_string()).collect();
+    let ran = run_binary_quietly(&args, Duration::from_secs(3600));
+    assert!(ran.ok, "bench: {name}");
+    report(
+        name,
+        &format!("{:.1} s, {:.0} MiB", ran.seconds, ran.peak_mib),
+        "(reference)",
+        None,
+    );
+    ran.seconds
+}
+
 fn folder_bytes(path: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![path.to_path_buf()];
@@ -145,23 +159,10 @@ fn main() {
     );
 
     let plain_db = dir.path().join("plain.db");
-    let args: Vec<String> = [
-        "--db",
-        &plain_db.display().to_string(),
-        "import",
-        "--quiet",
-        &dumps.display().to_string(),
-    ]
-    .iter()
-    .map(|arg| arg.to_string())
-    .collect();
-    let ran = run_binary_quietly(&args, Duration::from_secs(3600));
-    assert!(ran.ok, "bench: plain import");
-    report(
+    let dumps_arg = dumps.display().to_string();
+    timed(
         "plain import into one database",
-        &format!("{:.1} s, {:.0} MiB", ran.seconds, ran.peak_mib),
-        "(reference)",
-        None,
+        &["--db", &plain_db.display().to_string(), "import", "--quiet", &dumps_arg],
     );
     let _ = std::fs::remove_file(&plain_db);
 
@@ -169,32 +170,11 @@ fn main() {
     let mut shard_dir = PathBuf::new();
     for jobs in ["1", "2"] {
         shard_dir = dir.path().join(format!("shards-{jobs}"));
-        let args: Vec<String> = [
-            "--db",
-            "unused.db",
-            "import",
-            "--quiet",
-            "--jobs",
-            jobs,
-            "--shard-dir",
-            &shard_dir.display().to_string(),
-            &dumps.display().to_string(),
-        ]
-        .iter()
-        .map(|arg| arg.to_string())
-        .collect();
-        let ran = run_binary_quietly(&args, Duration::from_secs(3600));
-        assert!(ran.ok, "bench: shard import --jobs {jobs}");
-        report(
+        let shards_arg = shard_dir.display().to_string();
+        times.push(timed(
             &format!("shard import --jobs {jobs}"),
-            &format!(
-                "{:.1} s, {:.0} MiB",
-                ran.seconds, ran.peak_mib
-            ),
-            "(reference)",
-            None,
-        );
-        times.push(ran.seconds);
+            &["import", "--quiet", "--jobs", jobs, "--shard-dir", &shards_arg, &dumps_arg],
+        ));
     }
     report(
         "shard import speed-up, --jobs 2 over --jobs 1",
@@ -214,22 +194,11 @@ fn main() {
         .map(|path| std::fs::metadata(path).map_or(0, |meta| meta.len()))
         .sum();
     let data = dir.path().join("dataset");
-    let mut args = vec![
-        "export".to_string(),
-        "--quiet".to_string(),
-        "--out".to_string(),
-        data.display().to_string(),
-    ];
-    args.extend(databases.iter().cloned());
-    let ran = run_binary_quietly(&args, Duration::from_secs(3600));
-    assert!(ran.ok, "bench: export");
+    let data_arg = data.display().to_string();
+    let mut args = vec!["export", "--quiet", "--out", &data_arg];
+    args.extend(databases.iter().map(String::as_str));
+    timed("export of every shard", &args);
     let dataset_bytes = folder_bytes(&data);
-    report(
-        "export of every shard",
-        &format!("{:.1} s, {:.0} MiB", ran.seconds, ran.peak_mib),
-        "(reference)",
-        None,
-    );
     report(
         "dataset bytes / SQLite shards' bytes",
         &format!(

@@ -121,8 +121,11 @@ class Spark(Engine):
         except ImportError as error:
             raise Refused(f"PySpark is not installed ({error}); pip install pyspark (and Java 17+)") from error
         builder = SparkSession.builder.appName("memstate parquet-query")
-        if not os.environ.get("SPARK_MASTER") and "spark.master" not in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
-            builder = builder.master("local[*]")
+        # Under spark-submit (which starts this process and sets PYSPARK_GATEWAY_PORT) its
+        # --master holds; run directly, Spark runs here, in local mode, unless SPARK_MASTER names
+        # a cluster.
+        if "PYSPARK_GATEWAY_PORT" not in os.environ:
+            builder = builder.master(os.environ.get("SPARK_MASTER") or "local[*]")
         self.spark = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "8")

@@ -7,7 +7,6 @@
 //! killed shard import resumes by being run again. Annotations files describe a run: they land in
 //! every shard of their run once the dumps are in.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{sync_channel, SyncSender};
@@ -42,6 +41,12 @@ struct Shared {
     shards: Vec<((String, i64), PathBuf)>,
 }
 
+/// How many shards one writer keeps open at once. Each open database holds its page cache (8 MiB
+/// at most) and file handles: a run of 1,000 nodes must not open 1,000 of them. Dumps of one node
+/// usually come together (a folder or a stream per node), so the least recently used shard is
+/// finished and closed to make room, and opened again should more of its dumps come.
+const OPEN_SHARDS: usize = 8;
+
 /// One writer: lands each job in its shard, an importer kept while consecutive jobs share it.
 fn writer(
     dir: PathBuf,
@@ -49,19 +54,33 @@ fn writer(
     replace: bool,
     shared: Arc<Mutex<Shared>>,
 ) -> Result<()> {
-    let mut databases: HashMap<(String, i64), db::Database> = HashMap::new();
+    // Open shards, the most recently used last.
+    let mut databases: Vec<((String, i64), db::Database)> = Vec::new();
+    let mut seen: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
     let mut next = jobs.recv().ok();
     while let Some(job) = next.take() {
         let key = job.key.clone();
-        if !databases.contains_key(&key) {
-            let path = shard_path(&dir, &key.0, key.1);
-            let database = db::open(&path)?;
-            if let Ok(mut shared) = shared.lock() {
-                shared.shards.push((key.clone(), path));
+        match databases.iter().position(|(open, _)| *open == key) {
+            Some(index) => {
+                let entry = databases.remove(index);
+                databases.push(entry);
             }
-            databases.insert(key.clone(), database);
+            None => {
+                if databases.len() >= OPEN_SHARDS {
+                    let (_, oldest) = databases.remove(0);
+                    oldest.finish()?;
+                }
+                let path = shard_path(&dir, &key.0, key.1);
+                let database = db::open(&path)?;
+                if seen.insert(key.clone()) {
+                    if let Ok(mut shared) = shared.lock() {
+                        shared.shards.push((key.clone(), path));
+                    }
+                }
+                databases.push((key.clone(), database));
+            }
         }
-        let Some(database) = databases.get_mut(&key) else {
+        let Some((_, database)) = databases.last_mut() else {
             continue;
         };
         let display = database.display();

@@ -155,12 +155,26 @@ pub fn have(program: &str, why: &str) -> bool {
         .output()
         .map(|output| output.status.success())
         .unwrap_or(false);
+    needed(found, program, why)
+}
+
+/// Whether python3 can import `modules` (`"pandas, matplotlib"`), skipped or failing as [`have`].
+pub fn python_with(modules: &str, why: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .map(|output| output.status.success())
+        .unwrap_or(false);
+    needed(found, &format!("python3 with {modules}"), why)
+}
+
+fn needed(found: bool, what: &str, why: &str) -> bool {
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),
-            "{program} is needed {why}; .ci/run installs it"
+            "{what} is needed {why}; .ci/run installs it"
         );
-        eprintln!("SKIPPED: {program} is not installed (needed {why}); .ci/run installs it");
+        eprintln!("SKIPPED: {what} is not installed (needed {why}); .ci/run installs it");
     }
     found
 }

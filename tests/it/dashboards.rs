@@ -672,17 +672,10 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     ignore = "python3 with pandas and matplotlib is not installed (.ci/run installs them)"
 )]
 fn the_pandas_example_reads_the_views_and_plots() {
-    let found = std::process::Command::new("python3")
-        .args(["-c", "import pandas, matplotlib"])
-        .output()
-        .map(|output| output.status.success())
-        .unwrap_or(false);
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "pandas and matplotlib are needed for the pandas example; .ci/run installs them"
-        );
-        eprintln!("SKIPPED: python3 with pandas and matplotlib is not installed (needed to run examples/pandas_trend.py); .ci/run installs them");
+    if !crate::common::python_with(
+        "pandas, matplotlib",
+        "to run examples/pandas_trend.py",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -11,7 +11,7 @@ use memstate::export::files::{read, Value};
 use rusqlite::Connection;
 use serde_json::Value as Json;
 
-use crate::common::{import, on_db};
+use crate::common::{import, on_db, python_with};
 
 const RUN: &str = "job/7:a";
 
@@ -473,23 +473,6 @@ fn every_canned_query_has_a_portable_form_with_its_parameters_and_columns() {
     );
 }
 
-/// A python3 that can import `module`; otherwise skipped with the reason (failing under CI).
-fn python_with(module: &str, why: &str) -> bool {
-    let found = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .map(|output| output.status.success())
-        .unwrap_or(false);
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "python3 with {module} is needed {why}; .ci/run installs it"
-        );
-        eprintln!("SKIPPED: python3 cannot import {module} (needed {why}); .ci/run installs it");
-    }
-    found
-}
-
 /// The queries to compare, each with the parameters that name its snapshot and memory the way
 /// `report` and the runner both take them.
 fn cases(db: &Path) -> Vec<(String, Vec<String>)> {
@@ -668,4 +651,43 @@ fn churn_growth_and_snapshot_queries_on_spark_equal_report() {
             "spark {name} {params:?}"
         );
     }
+}
+
+/// The runner prints reals as memstate does (Rust's shortest round-trip digits, never an
+/// exponent), splits a snapshot from the right and leaves quoted text alone: checked against
+/// Rust's own formatting of the same numbers.
+#[test]
+fn the_runner_writes_numbers_as_memstate_and_reads_parameters_as_report() {
+    if !crate::common::have("python3", "to run scripts/parquet_query.py") {
+        return;
+    }
+    let reals = [
+        1e-7,
+        1e21,
+        0.1 + 0.2,
+        123456789.125,
+        5e-324,
+        f64::MAX,
+        -0.0,
+        1.0,
+        0.5169805233924434,
+        2.5e15,
+        1.5e16,
+    ];
+    let listed: Vec<String> = reals.iter().map(|real| format!("{real:e}")).collect();
+    let program = format!(
+        "import sys\nsys.path.insert(0, {:?})\nimport parquet_query as q\n\
+         for text in {:?}:\n    print(q.exact(float(text)))\n\
+         print(q.snapshot_parts(None, 'job/7:a:3:41'))\n\
+         print(q.substitute(\"SELECT ':run', :run -- :top\\n\", {{'run': \"'x'\"}}))\n",
+        runner().display().to_string(),
+        listed
+    );
+    let output = Command::new("python3").args(["-c", &program]).output().unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let mut expected: Vec<String> = reals.iter().map(|real| real.to_string()).collect();
+    expected.push("('job/7:a', '3', '41')".to_string());
+    expected.push("SELECT ':run', 'x' -- :top".to_string());
+    assert_eq!(printed.lines().collect::<Vec<_>>(), expected);
 }
