@@ -162,7 +162,13 @@ fn main() {
     let dumps_arg = dumps.display().to_string();
     timed(
         "plain import into one database",
-        &["--db", &plain_db.display().to_string(), "import", "--quiet", &dumps_arg],
+        &[
+            "--db",
+            &plain_db.display().to_string(),
+            "import",
+            "--quiet",
+            &dumps_arg,
+        ],
     );
     let _ = std::fs::remove_file(&plain_db);
 
@@ -173,7 +179,15 @@ fn main() {
         let shards_arg = shard_dir.display().to_string();
         times.push(timed(
             &format!("shard import --jobs {jobs}"),
-            &["import", "--quiet", "--jobs", jobs, "--shard-dir", &shards_arg, &dumps_arg],
+            &[
+                "import",
+                "--quiet",
+                "--jobs",
+                jobs,
+                "--shard-dir",
+                &shards_arg,
+                &dumps_arg,
+            ],
         ));
     }
     report(

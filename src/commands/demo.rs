@@ -128,17 +128,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     };
     // The failed memory's figures over the node's last snapshots.
     let trend = listing::trend_table(conn, Some(&finding.handle), Some(&config.run_id))?;
-    let wanted = [
-        "node",
-        "seq",
-        "time_s",
-        "used_bytes",
-        "free_bytes",
-        "hole_count",
-        "largest_hole",
-        "fragmentation",
-        "largest_reclaimable",
-    ];
+    let wanted = [&["node", "seq", "time_s"], listing::FIGURES].concat();
     let indices: Vec<usize> = wanted
         .iter()
         .filter_map(|name| trend.column(name))

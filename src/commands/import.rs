@@ -61,34 +61,18 @@ fn summary_report<'r>(
     verb: &'r str,
     db: Option<&'r Path>,
 ) -> Report<'r> {
-    let columns = [
-        "inputs",
-        "imported",
-        "replaced",
-        "unchanged",
-        "refused",
-        "annotations",
-        "allocations",
-        "ignored_files",
-        "skipped",
-        "seconds",
-    ];
-    let row = vec![
-        Cell::count(summary.inputs),
-        Cell::count(summary.imported),
-        Cell::count(summary.replaced),
-        Cell::count(summary.unchanged),
-        Cell::count(summary.refused),
-        Cell::count(summary.annotations),
-        Cell::count(summary.allocations),
-        Cell::count(summary.ignored_files),
-        Cell::count(summary.skipped),
-        Cell::Real(summary.seconds),
-    ];
-    let table = Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        vec![row],
-    );
+    let table = Table::record(vec![
+        ("inputs", Cell::count(summary.inputs)),
+        ("imported", Cell::count(summary.imported)),
+        ("replaced", Cell::count(summary.replaced)),
+        ("unchanged", Cell::count(summary.unchanged)),
+        ("refused", Cell::count(summary.refused)),
+        ("annotations", Cell::count(summary.annotations)),
+        ("allocations", Cell::count(summary.allocations)),
+        ("ignored_files", Cell::count(summary.ignored_files)),
+        ("skipped", Cell::count(summary.skipped)),
+        ("seconds", Cell::Real(summary.seconds)),
+    ]);
     Report::told(table, move |out, _| {
         let mut line = format!(
             "{verb} {} ({})",
@@ -307,20 +291,25 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     let summary = summary?;
     if summary.interrupted {
         database.finish_now()?;
-        Printer::with_format(args.read.format).print(&summary_report(
-            &summary,
-            "interrupted: imported",
-            Some(db_path),
-        ))?;
+    } else {
+        database.finish()?;
+    }
+    print_outcome(args, &summary, db_path)
+}
+
+/// The summary of an import, and its exit status: 130 when interrupted (and how to go on), 1 when
+/// anything was refused.
+fn print_outcome(args: &ImportArgs, summary: &ImportSummary, target: &Path) -> Result<u8> {
+    let verb = if summary.interrupted {
+        "interrupted: imported"
+    } else {
+        "imported"
+    };
+    Printer::with_format(args.read.format).print(&summary_report(summary, verb, Some(target)))?;
+    if summary.interrupted {
         eprintln!("interrupted: the dump in progress was rolled back; run the same command again to import the rest (dumps already imported are skipped)");
         return Ok(130);
     }
-    database.finish()?;
-    Printer::with_format(args.read.format).print(&summary_report(
-        &summary,
-        "imported",
-        Some(db_path),
-    ))?;
     Ok(if summary.refused > 0 { 1 } else { 0 })
 }
 
@@ -341,17 +330,7 @@ fn import_shards(dir: &Path, args: &ImportArgs) -> Result<u8> {
         &mut show_events(&bar),
     );
     bar.finish_and_clear();
-    let summary = summary?;
-    let verb = if summary.interrupted {
-        "interrupted: imported"
-    } else {
-        "imported"
-    };
-    Printer::with_format(args.read.format).print(&summary_report(&summary, verb, Some(dir)))?;
-    if summary.interrupted {
-        return Ok(130);
-    }
-    Ok(if summary.refused > 0 { 1 } else { 0 })
+    print_outcome(args, &summary?, dir)
 }
 
 pub fn validate(args: &ValidateArgs) -> Result<u8> {

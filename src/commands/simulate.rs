@@ -41,32 +41,20 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
     bar.finish_and_clear();
     let summary = summary?;
     let seconds = started.elapsed().as_secs_f64();
-    let columns = [
-        "run",
-        "dumps",
-        "allocations",
-        "bytes",
-        "steps",
-        "oom_dumps",
-        "collections",
-        "deferred_allocations",
-        "seconds",
-    ];
-    let row = vec![
-        Cell::text(summary.run_id.clone()),
-        Cell::count(summary.dumps),
-        Cell::count(summary.allocations),
-        Cell::count(summary.bytes),
-        Cell::count(summary.steps),
-        Cell::count(summary.oom_dumps),
-        Cell::count(summary.collections),
-        Cell::count(summary.deferred_allocations),
-        Cell::Real(seconds),
-    ];
-    let table = Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        vec![row],
-    );
+    let table = Table::record(vec![
+        ("run", Cell::text(summary.run_id.clone())),
+        ("dumps", Cell::count(summary.dumps)),
+        ("allocations", Cell::count(summary.allocations)),
+        ("bytes", Cell::count(summary.bytes)),
+        ("steps", Cell::count(summary.steps)),
+        ("oom_dumps", Cell::count(summary.oom_dumps)),
+        ("collections", Cell::count(summary.collections)),
+        (
+            "deferred_allocations",
+            Cell::count(summary.deferred_allocations),
+        ),
+        ("seconds", Cell::Real(seconds)),
+    ]);
     let report = Report::told(table, |out, _| {
         writeln!(
             out,

@@ -6,26 +6,93 @@ use rusqlite::{params, Connection};
 
 use super::spans::{level, levels, reach, Change, Span, SpanList};
 
-/// A table of spans: how to read the spans containing a snapshot and how to write changes.
+/// A table of spans: its columns, and from them how the spans containing a snapshot are read and
+/// how changes are written (the same for every span table, keyed by memory id and one column).
 pub trait SpanTable {
     type Key: Copy + Ord;
     type Attrs: Clone + PartialEq;
+
+    /// The table and the column that, after `memory_id`, keys a span.
+    const TABLE: &'static str;
+    const KEY_COLUMN: &'static str;
+    /// What is read of a span, in [`SpanTable::row`]'s order.
+    const COLUMNS: &'static str;
+    /// Inserts a span: `?1` memory id, `?2` level, `?3` first_seq, `?4` key, `?5` last_seq, then
+    /// the attributes.
+    const INSERT: &'static str;
+
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(Self::Key, Span<Self::Attrs>)>;
+    /// (memory id, key column) of a key.
+    fn key_parts(key: Self::Key) -> (i64, i64);
+    fn insert(
+        statement: &mut rusqlite::CachedStatement,
+        key: Self::Key,
+        span: &Span<Self::Attrs>,
+    ) -> rusqlite::Result<()>;
 
     /// Every span of the given memories that contains `seq`, sorted by key.
     fn containing(
         conn: &Connection,
         memory_ids: &[i64],
         seq: i64,
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        stab(
+            conn,
+            &format!(
+                "SELECT {} FROM {}
+                 WHERE memory_id = ?1 AND level = ?2 AND first_seq BETWEEN ?3 AND ?4 AND (last_seq IS NULL OR last_seq >= ?4)",
+                Self::COLUMNS,
+                Self::TABLE
+            ),
+            memory_ids,
+            seq,
+            Self::row,
+        )
+    }
 
     /// The open spans of the given memories (those containing the node's latest snapshot), sorted.
     fn open(
         conn: &Connection,
         memory_ids: &[i64],
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>>;
+    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+        rows_of(
+            conn,
+            &format!(
+                "SELECT {} FROM {} WHERE memory_id = ?1 AND level = 64",
+                Self::COLUMNS,
+                Self::TABLE
+            ),
+            memory_ids,
+            Self::row,
+        )
+    }
 
-    fn apply(conn: &Connection, changes: &[Change<Self::Key, Self::Attrs>])
-        -> rusqlite::Result<()>;
+    fn apply(
+        conn: &Connection,
+        changes: &[Change<Self::Key, Self::Attrs>],
+    ) -> rusqlite::Result<()> {
+        let mut delete = conn.prepare_cached(&format!(
+            "DELETE FROM {} WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND {} = ?4",
+            Self::TABLE,
+            Self::KEY_COLUMN
+        ))?;
+        let mut insert = conn.prepare_cached(Self::INSERT)?;
+        for change in changes {
+            match change {
+                Change::Delete(key, span) => {
+                    let (memory_id, column) = Self::key_parts(*key);
+                    delete.execute(params![
+                        memory_id,
+                        level(span.first, span.last),
+                        span.first,
+                        column
+                    ])?;
+                }
+                Change::Insert(key, span) => Self::insert(&mut insert, *key, span)?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The attributes an allocation span keeps, as stored (strings as string ids). The importer
@@ -176,73 +243,46 @@ impl SpanTable for AllocationSpans {
     type Key = (i64, i64);
     type Attrs = AllocationAttrs;
 
-    fn containing(
-        conn: &Connection,
-        memory_ids: &[i64],
-        seq: i64,
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
-        stab(
-            conn,
-            &format!(
-                "SELECT {ALLOCATION_COLUMNS} FROM allocation_span
-                 WHERE memory_id = ?1 AND level = ?2 AND first_seq BETWEEN ?3 AND ?4 AND (last_seq IS NULL OR last_seq >= ?4)"
-            ),
-            memory_ids,
-            seq,
-            allocation_row,
-        )
+    const TABLE: &'static str = "allocation_span";
+    const KEY_COLUMN: &'static str = "uid";
+    const COLUMNS: &'static str = ALLOCATION_COLUMNS;
+    const INSERT: &'static str =
+        "INSERT INTO allocation_span (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
+                                      created_ns, provenance, label, gc_priority, attrs)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(Self::Key, Span<Self::Attrs>)> {
+        allocation_row(row)
     }
 
-    fn open(
-        conn: &Connection,
-        memory_ids: &[i64],
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
-        rows_of(conn, &format!("SELECT {ALLOCATION_COLUMNS} FROM allocation_span WHERE memory_id = ?1 AND level = 64"), memory_ids, allocation_row)
+    fn key_parts(key: Self::Key) -> (i64, i64) {
+        key
     }
 
-    fn apply(
-        conn: &Connection,
-        changes: &[Change<Self::Key, Self::Attrs>],
+    fn insert(
+        statement: &mut rusqlite::CachedStatement,
+        (memory_id, uid): Self::Key,
+        span: &Span<Self::Attrs>,
     ) -> rusqlite::Result<()> {
-        let mut delete = conn.prepare_cached("DELETE FROM allocation_span WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND uid = ?4")?;
-        let mut insert = conn.prepare_cached(
-            "INSERT INTO allocation_span (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
-                                          created_ns, provenance, label, gc_priority, attrs)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        )?;
-        for change in changes {
-            match change {
-                Change::Delete((memory_id, uid), span) => {
-                    delete.execute(params![
-                        memory_id,
-                        level(span.first, span.last),
-                        span.first,
-                        uid
-                    ])?;
-                }
-                Change::Insert((memory_id, uid), span) => {
-                    let a = &span.attrs;
-                    insert.execute(params![
-                        memory_id,
-                        level(span.first, span.last),
-                        span.first,
-                        uid,
-                        span.last,
-                        a.offset,
-                        a.size,
-                        a.state,
-                        a.kind,
-                        a.handle(),
-                        a.alignment(),
-                        a.created_ns(),
-                        a.provenance(),
-                        a.label(),
-                        a.gc_priority(),
-                        a.attrs,
-                    ])?;
-                }
-            }
-        }
+        let a = &span.attrs;
+        statement.execute(params![
+            memory_id,
+            level(span.first, span.last),
+            span.first,
+            uid,
+            span.last,
+            a.offset,
+            a.size,
+            a.state,
+            a.kind,
+            a.handle(),
+            a.alignment(),
+            a.created_ns(),
+            a.provenance(),
+            a.label(),
+            a.gc_priority(),
+            a.attrs,
+        ])?;
         Ok(())
     }
 }
@@ -265,57 +305,32 @@ impl SpanTable for HoleSpans {
     type Key = (i64, i64);
     type Attrs = i64;
 
-    fn containing(
-        conn: &Connection,
-        memory_ids: &[i64],
-        seq: i64,
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
-        stab(
-            conn,
-            "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span
-             WHERE memory_id = ?1 AND level = ?2 AND first_seq BETWEEN ?3 AND ?4 AND (last_seq IS NULL OR last_seq >= ?4)",
-            memory_ids,
-            seq,
-            hole_row,
-        )
+    const TABLE: &'static str = "hole_span";
+    const KEY_COLUMN: &'static str = "offset";
+    const COLUMNS: &'static str = "memory_id, offset, first_seq, last_seq, size";
+    const INSERT: &'static str = "INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(Self::Key, Span<Self::Attrs>)> {
+        hole_row(row)
     }
 
-    fn open(
-        conn: &Connection,
-        memory_ids: &[i64],
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
-        rows_of(conn, "SELECT memory_id, offset, first_seq, last_seq, size FROM hole_span WHERE memory_id = ?1 AND level = 64", memory_ids, hole_row)
+    fn key_parts(key: Self::Key) -> (i64, i64) {
+        key
     }
 
-    fn apply(
-        conn: &Connection,
-        changes: &[Change<Self::Key, Self::Attrs>],
+    fn insert(
+        statement: &mut rusqlite::CachedStatement,
+        (memory_id, offset): Self::Key,
+        span: &Span<Self::Attrs>,
     ) -> rusqlite::Result<()> {
-        let mut delete = conn.prepare_cached("DELETE FROM hole_span WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND offset = ?4")?;
-        let mut insert =
-            conn.prepare_cached("INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")?;
-        for change in changes {
-            match change {
-                Change::Delete((memory_id, offset), span) => {
-                    delete.execute(params![
-                        memory_id,
-                        level(span.first, span.last),
-                        span.first,
-                        offset
-                    ])?;
-                }
-                Change::Insert((memory_id, offset), span) => {
-                    insert.execute(params![
-                        memory_id,
-                        level(span.first, span.last),
-                        span.first,
-                        offset,
-                        span.last,
-                        span.attrs
-                    ])?;
-                }
-            }
-        }
+        statement.execute(params![
+            memory_id,
+            level(span.first, span.last),
+            span.first,
+            offset,
+            span.last,
+            span.attrs
+        ])?;
         Ok(())
     }
 }

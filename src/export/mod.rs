@@ -84,53 +84,78 @@ struct Partition {
 }
 
 pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary> {
-    let databases = open_all(&options.databases)?;
-    let partitions = partitions(&databases)?;
-    let runs = runs(&databases)?;
-    let anchors = wall_clock_anchors(&databases, &runs)?;
+    // First every database is checked and surveyed, one open at a time (a cluster's export names
+    // a thousand shards, and each open database holds its page cache), so that nothing is
+    // written when one of them cannot be exported.
+    let mut survey = Survey::default();
+    for (index, path) in options.databases.iter().enumerate() {
+        let database = open(path)?;
+        survey.add(&database, index, &options.databases)?;
+    }
+    let anchors = survey.anchors();
     dataset::prepare(&options.out, options.force)?;
 
     let mut summary = Summary {
-        databases: databases.len(),
+        databases: options.databases.len(),
         tables: tables::ALL
             .iter()
             .map(|table| (table.name, TableSummary::default()))
             .collect(),
         ..Summary::default()
     };
-    progress.start(partitions.len() as u64 + runs.len() as u64);
-    for partition in &partitions {
-        let database = &databases[partition.database];
-        for (index, table) in tables::ALL.iter().enumerate() {
-            if table.level != Level::Node {
-                continue;
+    progress.start(survey.partitions.len() as u64 + survey.runs.len() as u64);
+    // The run tables' rows of every database, merged as they come.
+    let mut run_tables: BTreeMap<(String, &'static str), Vec<Vec<Value>>> = BTreeMap::new();
+    for (index, path) in options.databases.iter().enumerate() {
+        let database = open(path)?;
+        for partition in survey.partitions.iter().filter(|p| p.database == index) {
+            for (position, table) in tables::ALL.iter().enumerate() {
+                if table.level != Level::Node {
+                    continue;
+                }
+                let path = dataset::node_partition(
+                    &options.out,
+                    table.name,
+                    &partition.run,
+                    partition.node,
+                )
+                .join(dataset::PART_FILE);
+                let fill =
+                    |row: &mut Vec<Value>| fill_time_unix(table, row, anchors.get(&partition.run));
+                let rows = write_partition(
+                    &database,
+                    table,
+                    &path,
+                    (partition.run_id, partition.node),
+                    fill,
+                )?;
+                add(&mut summary.tables[position].1, &path, rows);
             }
-            let path =
-                dataset::node_partition(&options.out, table.name, &partition.run, partition.node)
-                    .join(dataset::PART_FILE);
-            let fill =
-                |row: &mut Vec<Value>| fill_time_unix(table, row, anchors.get(&partition.run));
-            let rows = write_partition(
-                database,
-                table,
-                &path,
-                (partition.run_id, partition.node),
-                fill,
-            )?;
-            add(&mut summary.tables[index].1, &path, rows);
+            summary.node_partitions += 1;
+            progress.done(&format!("{} node {}", partition.run, partition.node));
         }
-        summary.node_partitions += 1;
-        progress.done(&format!("{} node {}", partition.run, partition.node));
+        for (run, holders) in &survey.runs {
+            for (_, run_id) in holders.iter().filter(|(holder, _)| *holder == index) {
+                for table in tables::ALL.iter().filter(|table| table.level == Level::Run) {
+                    let pending = run_tables.entry((run.clone(), table.name)).or_default();
+                    pending.extend(run_rows(&database, *run_id, table)?);
+                    *pending = merge(table, std::mem::take(pending));
+                }
+            }
+        }
     }
-    for (run, holders) in &runs {
-        for (index, table) in tables::ALL.iter().enumerate() {
+    for run in survey.runs.keys() {
+        for (position, table) in tables::ALL.iter().enumerate() {
             if table.level != Level::Run {
                 continue;
             }
             let path =
                 dataset::run_partition(&options.out, table.name, run).join(dataset::PART_FILE);
-            let rows = merge_run_table(&databases, holders, table, &options.out, &path)?;
-            add(&mut summary.tables[index].1, &path, rows);
+            let rows = run_tables
+                .remove(&(run.clone(), table.name))
+                .unwrap_or_default();
+            let written = merge_run_table(rows, table, &options.out, &path)?;
+            add(&mut summary.tables[position].1, &path, written);
         }
         summary.runs += 1;
         progress.done(run);
@@ -144,131 +169,118 @@ fn add(summary: &mut TableSummary, path: &Path, rows: u64) {
     summary.bytes += std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0);
 }
 
-/// Open every database read-only and start a read transaction on each; refuse the call before
-/// anything is written when one cannot be read.
-fn open_all(paths: &[PathBuf]) -> Result<Vec<Database>> {
-    let mut databases = Vec::with_capacity(paths.len());
-    for path in paths {
-        let database = crate::db::open_read_only_waiting(path, LOCK_PATIENCE)?;
-        database
-            .conn
-            .execute_batch("BEGIN; SELECT count(*) FROM snapshot;")
-            .map_err(|error| match &error {
-                rusqlite::Error::SqliteFailure(failure, _)
-                    if matches!(
-                        failure.code,
-                        rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                    ) =>
-                {
-                    Error::database(
-                        database.display(),
-                        "locked by another process (an import at work?); export it when that is done",
-                    )
-                }
-                _ => Error::database(database.display(), error),
-            })?;
-        databases.push(database);
-    }
-    Ok(databases)
+/// Open a database read-only and start a read transaction, so that all its tables are read from
+/// one state of it; a database another process holds locked is refused after [`LOCK_PATIENCE`].
+fn open(path: &Path) -> Result<Database> {
+    let database = crate::db::open_read_only_waiting(path, LOCK_PATIENCE)?;
+    database
+        .conn
+        .execute_batch("BEGIN; SELECT count(*) FROM snapshot;")
+        .map_err(|error| match &error {
+            rusqlite::Error::SqliteFailure(failure, _)
+                if matches!(
+                    failure.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                Error::database(
+                    database.display(),
+                    "locked by another process (an import at work?); export it when that is done",
+                )
+            }
+            _ => Error::database(database.display(), error),
+        })?;
+    Ok(database)
 }
 
 fn sql_error(database: &Database) -> impl Fn(rusqlite::Error) -> Error + '_ {
     move |error| Error::database(database.display(), error)
 }
 
-/// Every (run, node) of every database; a (run, node) held by two databases of one call is
-/// refused (which one's rows would the partition hold?).
-fn partitions(databases: &[Database]) -> Result<Vec<Partition>> {
-    let mut partitions = Vec::new();
-    let mut seen: HashMap<(String, i64), usize> = HashMap::new();
-    for (index, database) in databases.iter().enumerate() {
-        let mut statement = database
-            .conn
-            .prepare("SELECT DISTINCT run_id, run, node FROM snapshots ORDER BY run, node")
-            .map_err(sql_error(database))?;
-        let found = statement
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<(i64, String, i64)>>>())
-            .map_err(sql_error(database))?;
+/// What the databases of a call hold: their (run, node) partitions, their runs and, per run, the
+/// earliest dump with a wall clock.
+#[derive(Default)]
+struct Survey {
+    partitions: Vec<Partition>,
+    /// Each (run, node) and the database holding it.
+    seen: HashMap<(String, i64), usize>,
+    /// Each run, with the databases that hold it and its id in each.
+    runs: BTreeMap<String, Vec<(usize, i64)>>,
+    /// Per run: (time_ns, node, time_unix) of its earliest dump with a wall time.
+    earliest: HashMap<String, (i64, i64, f64)>,
+}
+
+impl Survey {
+    fn add(&mut self, database: &Database, index: usize, paths: &[PathBuf]) -> Result<()> {
+        let found: Vec<(i64, String, i64)> = query(
+            database,
+            "SELECT DISTINCT run_id, run, node FROM snapshots ORDER BY run, node",
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )?;
         for (run_id, run, node) in found {
-            if let Some(other) = seen.insert((run.clone(), node), index) {
+            // A (run, node) held by two databases of one call: which one's rows would the
+            // partition hold?
+            if let Some(other) = self.seen.insert((run.clone(), node), index) {
                 return Err(Error::Usage(format!(
                     "run {run:?} node {node} is in both {} and {}: export them in separate calls (each replaces the node's partition), or import them into one database",
-                    databases[other].display(),
+                    paths[other].display(),
                     database.display()
                 )));
             }
-            partitions.push(Partition {
+            self.partitions.push(Partition {
                 database: index,
                 run_id,
                 run,
                 node,
             });
         }
-    }
-    Ok(partitions)
-}
-
-/// Every run, with the databases that hold it and its id in each.
-fn runs(databases: &[Database]) -> Result<BTreeMap<String, Vec<(usize, i64)>>> {
-    let mut runs: BTreeMap<String, Vec<(usize, i64)>> = BTreeMap::new();
-    for (index, database) in databases.iter().enumerate() {
-        let mut statement = database
-            .conn
-            .prepare("SELECT run_id, run FROM runs")
-            .map_err(sql_error(database))?;
-        let found = statement
-            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
-            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<(i64, String)>>>())
-            .map_err(sql_error(database))?;
-        for (run_id, run) in found {
-            runs.entry(run).or_default().push((index, run_id));
-        }
-    }
-    Ok(runs)
-}
-
-/// Per run, what a dump without a wall clock of its own node adds to its `time_ns / 1e9` to get
-/// `time_unix`: the wall clock of the run's earliest dump (by time_ns, then node) that has one,
-/// over all databases of the call, less that dump's own `time_ns / 1e9`. (The snapshots view
-/// computes the same sum in the same order, so the figures are equal to the last bit.)
-fn wall_clock_anchors(
-    databases: &[Database],
-    runs: &BTreeMap<String, Vec<(usize, i64)>>,
-) -> Result<HashMap<String, f64>> {
-    let mut anchors = HashMap::new();
-    for (run, holders) in runs {
-        let mut earliest: Option<(i64, i64, f64)> = None;
-        for (index, run_id) in holders {
-            let database = &databases[*index];
-            let found: Option<(i64, i64, f64)> = database
-                .conn
-                .query_row(
+        let runs: Vec<(i64, String)> = query(database, "SELECT run_id, run FROM runs", |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+        for (run_id, run) in runs {
+            let clock: Vec<(i64, i64, f64)> = query(
+                database,
+                &format!(
                     "SELECT time_ns, node, time_unix FROM snapshots
-                     WHERE run_id = ?1 AND wall_time IS NOT NULL AND time_unix IS NOT NULL
-                     ORDER BY time_ns, node LIMIT 1",
-                    [run_id],
-                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-                )
-                .map(Some)
-                .or_else(|error| match error {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    other => Err(other),
-                })
-                .map_err(sql_error(database))?;
-            if let Some(candidate) = found {
-                if earliest
-                    .is_none_or(|(time_ns, node, _)| (candidate.0, candidate.1) < (time_ns, node))
-                {
-                    earliest = Some(candidate);
+                     WHERE run_id = {run_id} AND wall_time IS NOT NULL AND time_unix IS NOT NULL
+                     ORDER BY time_ns, node LIMIT 1"
+                ),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+            )?;
+            if let Some(candidate) = clock.into_iter().next() {
+                let earliest = self.earliest.entry(run.clone()).or_insert(candidate);
+                if (candidate.0, candidate.1) < (earliest.0, earliest.1) {
+                    *earliest = candidate;
                 }
             }
+            self.runs.entry(run).or_default().push((index, run_id));
         }
-        if let Some((time_ns, _, time_unix)) = earliest {
-            anchors.insert(run.clone(), time_unix - time_ns as f64 / 1e9);
-        }
+        Ok(())
     }
-    Ok(anchors)
+
+    /// Per run, what a dump without a wall clock of its own node adds to its `time_ns / 1e9` to
+    /// get `time_unix`: the wall clock of the run's earliest dump (by time_ns, then node) that
+    /// has one, over all databases of the call, less that dump's own `time_ns / 1e9`. (The
+    /// snapshots view computes the same sum in the same order, so the figures are equal to the
+    /// last bit.)
+    fn anchors(&self) -> HashMap<String, f64> {
+        self.earliest
+            .iter()
+            .map(|(run, (time_ns, _, time_unix))| (run.clone(), time_unix - *time_ns as f64 / 1e9))
+            .collect()
+    }
+}
+
+fn query<T>(
+    database: &Database,
+    sql: &str,
+    row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut statement = database.conn.prepare(sql).map_err(sql_error(database))?;
+    statement
+        .query_map([], row)
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<T>>>())
+        .map_err(sql_error(database))
 }
 
 /// A snapshot whose database could not place it on the wall clock gets the call's anchor.
@@ -365,44 +377,35 @@ fn cell(value: ValueRef<'_>, table: &Table, column: &str) -> rusqlite::Result<Va
     })
 }
 
-/// Rows of a run table from every database of the call that holds the run.
-fn run_rows(
-    databases: &[Database],
-    holders: &[(usize, i64)],
-    table: &Table,
-) -> Result<Vec<Vec<Value>>> {
+/// Rows of a run table from one database.
+fn run_rows(database: &Database, run_id: i64, table: &Table) -> Result<Vec<Vec<Value>>> {
     let mut all = Vec::new();
-    for (index, run_id) in holders {
-        let database = &databases[*index];
-        let mut statement = database
-            .conn
-            .prepare_cached(table.sql)
-            .map_err(sql_error(database))?;
-        let mut rows = statement.query([run_id]).map_err(sql_error(database))?;
-        while let Some(row) = rows.next().map_err(sql_error(database))? {
-            let mut cells = Vec::with_capacity(table.columns.len());
-            for (column, (name, _)) in table.columns.iter().enumerate() {
-                let value = row
-                    .get_ref(column)
-                    .and_then(|value| cell(value, table, name))
-                    .map_err(sql_error(database))?;
-                cells.push(value);
-            }
-            all.push(cells);
+    let mut statement = database
+        .conn
+        .prepare_cached(table.sql)
+        .map_err(sql_error(database))?;
+    let mut rows = statement.query([run_id]).map_err(sql_error(database))?;
+    while let Some(row) = rows.next().map_err(sql_error(database))? {
+        let mut cells = Vec::with_capacity(table.columns.len());
+        for (column, (name, _)) in table.columns.iter().enumerate() {
+            let value = row
+                .get_ref(column)
+                .and_then(|value| cell(value, table, name))
+                .map_err(sql_error(database))?;
+            cells.push(value);
         }
+        all.push(cells);
     }
     Ok(all)
 }
 
-/// Merge a run table with what the dataset holds, under the dataset's lock, and write it.
+/// Merge a run table's rows with what the dataset holds, under the dataset's lock, and write it.
 fn merge_run_table(
-    databases: &[Database],
-    holders: &[(usize, i64)],
+    mut rows: Vec<Vec<Value>>,
     table: &Table,
     root: &Path,
     path: &Path,
 ) -> Result<u64> {
-    let mut rows = run_rows(databases, holders, table)?;
     let _lock = dataset::lock(root)?;
     if path.exists() {
         let (names, held) = files::read(path)?;
@@ -548,9 +551,10 @@ mod tests {
         let merged = merge(&tables::OBJECTS, rows);
         // "10" sorts before "7" as text, as SQLite orders the view.
         assert_eq!(merged[0][0], text("10"));
+        // By text, "[3]" is the greater: ']' (0x5d) sorts after '0' (0x30), as in SQLite.
         assert_eq!(
             merged[1][..4],
-            [text("7"), text("store"), text("x"), text("[30]")]
+            [text("7"), text("store"), text("x"), text("[3]")]
         );
         assert_eq!(merged.len(), 2);
     }

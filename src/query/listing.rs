@@ -8,6 +8,16 @@ use super::{query_error, Cell, MemoryFilter, Table};
 use crate::dump::State;
 use crate::error::{Error, Result};
 
+/// The figures of a memory people see first, after what names the memory and the snapshot.
+pub const FIGURES: &[&str] = &[
+    "used_bytes",
+    "free_bytes",
+    "hole_count",
+    "largest_hole",
+    "fragmentation",
+    "largest_reclaimable",
+];
+
 /// Run SQL with positional parameters and collect a table.
 fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table> {
     let mut statement = conn.prepare(sql).map_err(query_error)?;
@@ -105,19 +115,7 @@ pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
         }
     }
     let result = result.ok_or_else(|| Error::Usage("no memory selected".to_string()))?;
-    Ok(result.compact(&[
-        "snapshot_id",
-        "node",
-        "seq",
-        "handle",
-        "kind",
-        "used_bytes",
-        "free_bytes",
-        "hole_count",
-        "largest_hole",
-        "fragmentation",
-        "largest_reclaimable",
-    ]))
+    Ok(result.compact(&[&["snapshot_id", "node", "seq", "handle", "kind"], FIGURES].concat()))
 }
 
 /// Filters of the `allocations` command.
@@ -224,19 +222,7 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
             optional_text(handle.as_deref()),
         ],
     )?;
-    Ok(result.compact(&[
-        "node",
-        "seq",
-        "time_s",
-        "handle",
-        "kind",
-        "used_bytes",
-        "free_bytes",
-        "hole_count",
-        "largest_hole",
-        "fragmentation",
-        "largest_reclaimable",
-    ]))
+    Ok(result.compact(&[&["node", "seq", "time_s", "handle", "kind"], FIGURES].concat()))
 }
 
 /// The SQL for the sum of an integer column that may pass 2^63 - 1 (sizes reach it): summed in

@@ -116,6 +116,15 @@ impl Table {
         }
     }
 
+    /// A table of one row, from (column, value) pairs: a command's summary.
+    pub fn record(fields: Vec<(&str, Cell)>) -> Table {
+        let (columns, row): (Vec<String>, Vec<Cell>) = fields
+            .into_iter()
+            .map(|(name, cell)| (name.to_string(), cell))
+            .unzip();
+        Table::new(columns, vec![row])
+    }
+
     /// Give the named columns a unit.
     pub fn with_unit(mut self, names: &[&str], unit: Unit) -> Table {
         for (index, column) in self.columns.iter().enumerate() {

@@ -672,10 +672,7 @@ fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
     ignore = "python3 with pandas and matplotlib is not installed (.ci/run installs them)"
 )]
 fn the_pandas_example_reads_the_views_and_plots() {
-    if !crate::common::python_with(
-        "pandas, matplotlib",
-        "to run examples/pandas_trend.py",
-    ) {
+    if !crate::common::python_with("pandas, matplotlib", "to run examples/pandas_trend.py") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -679,12 +679,19 @@ fn the_runner_writes_numbers_as_memstate_and_reads_parameters_as_report() {
         "import sys\nsys.path.insert(0, {:?})\nimport parquet_query as q\n\
          for text in {:?}:\n    print(q.exact(float(text)))\n\
          print(q.snapshot_parts(None, 'job/7:a:3:41'))\n\
-         print(q.substitute(\"SELECT ':run', :run -- :top\\n\", {{'run': \"'x'\"}}))\n",
+         print(q.substitute(\"SELECT ':run', :run -- :top\\n\", {{'run': \"'x'\"}}), end='')\n",
         runner().display().to_string(),
         listed
     );
-    let output = Command::new("python3").args(["-c", &program]).output().unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let output = Command::new("python3")
+        .args(["-c", &program])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let printed = String::from_utf8(output.stdout).unwrap();
     let mut expected: Vec<String> = reals.iter().map(|real| real.to_string()).collect();
     expected.push("('job/7:a', '3', '41')".to_string());
