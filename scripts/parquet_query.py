@@ -300,8 +300,14 @@ def main(argv=None):
 
 
 def check_selectors(engine, values):
-    """Refuse a snapshot or memory the dataset does not hold, as `report` does, rather than
-    answer with no rows."""
+    """Refuse a run, snapshot or memory the dataset does not hold, as `report` does, rather
+    than answer with no rows."""
+    if "run" in values:
+        _, rows = engine.rows(f"SELECT count(*) FROM snapshots WHERE run = {values['run']}")
+        if rows[0][0] == 0:
+            _, runs = engine.rows("SELECT DISTINCT run FROM snapshots ORDER BY run")
+            shown = ", ".join(repr(row[0]) for row in runs[:20])
+            raise Refused(f"run: no such run in the dataset (it holds: {shown or 'none'})")
     if "snapshot_run" in values:
         where = (
             f"run = {values['snapshot_run']} AND node = {values['snapshot_node']}"

@@ -6,7 +6,7 @@ use std::path::Path;
 use indicatif::ProgressBar;
 use memstate::export::{self, Options, Progress};
 use memstate::query::{Cell, Report, Table};
-use memstate::units::visible;
+use memstate::units::{counted, visible};
 use memstate::Result;
 
 use super::{progress_bar, Printer};
@@ -65,10 +65,10 @@ pub fn run(db_path: &Path, args: &ExportArgs) -> Result<u8> {
     let printer = Printer::with_format(args.summary_format);
     printer.print(&Report::table(table))?;
     eprintln!(
-        "exported {} database(s): {} node partition(s) of {} run(s) into {}",
-        summary.databases,
-        summary.node_partitions,
-        summary.runs,
+        "exported {}: {} of {} into {}",
+        counted(summary.databases as u64, "database"),
+        counted(summary.node_partitions, "node partition"),
+        counted(summary.runs, "run"),
         visible(&args.out.display().to_string())
     );
     Ok(0)

@@ -584,6 +584,33 @@ fn every_portable_query_on_duckdb_equals_report() {
             "{name} {params:?}"
         );
     }
+    // What the dataset does not hold is refused, as report refuses it, not answered with no rows.
+    for params in [
+        vec!["run=nope".to_string()],
+        vec![format!("snapshot_id={RUN}:0:99999")],
+    ] {
+        let name = if params[0].starts_with("run") {
+            "churn"
+        } else {
+            "usage-by-kind"
+        };
+        let mut command = Command::new("python3");
+        command
+            .arg(runner().join("parquet-query"))
+            .arg("--data")
+            .arg(&out)
+            .arg(name);
+        for param in &params {
+            command.args(["-p", param]);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{params:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains("no such"),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]
