@@ -286,6 +286,9 @@ def main(argv=None):
     except Refused as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as error:  # the engine's own errors: a dataset it cannot read, SQL it refuses
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         print(f"error: {args.engine}: {first}", file=sys.stderr)
