@@ -8,8 +8,10 @@ use super::spans::{level, levels, reach, Change, Span, SpanList};
 
 /// A table of spans: its columns, and from them how the spans containing a snapshot are read and
 /// how changes are written (the same for every span table, keyed by memory id and one column).
+/// A span's key: the memory id and the table's key column (a uid, an offset).
+pub type SpanKey = (i64, i64);
+
 pub trait SpanTable {
-    type Key: Copy + Ord;
     type Attrs: Clone + PartialEq;
 
     /// The table and the column that, after `memory_id`, keys a span.
@@ -21,12 +23,10 @@ pub trait SpanTable {
     /// the attributes.
     const INSERT: &'static str;
 
-    fn row(row: &rusqlite::Row) -> rusqlite::Result<(Self::Key, Span<Self::Attrs>)>;
-    /// (memory id, key column) of a key.
-    fn key_parts(key: Self::Key) -> (i64, i64);
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)>;
     fn insert(
         statement: &mut rusqlite::CachedStatement,
-        key: Self::Key,
+        key: SpanKey,
         span: &Span<Self::Attrs>,
     ) -> rusqlite::Result<()>;
 
@@ -35,7 +35,7 @@ pub trait SpanTable {
         conn: &Connection,
         memory_ids: &[i64],
         seq: i64,
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+    ) -> rusqlite::Result<SpanList<SpanKey, Self::Attrs>> {
         stab(
             conn,
             &format!(
@@ -54,7 +54,7 @@ pub trait SpanTable {
     fn open(
         conn: &Connection,
         memory_ids: &[i64],
-    ) -> rusqlite::Result<SpanList<Self::Key, Self::Attrs>> {
+    ) -> rusqlite::Result<SpanList<SpanKey, Self::Attrs>> {
         rows_of(
             conn,
             &format!(
@@ -67,10 +67,7 @@ pub trait SpanTable {
         )
     }
 
-    fn apply(
-        conn: &Connection,
-        changes: &[Change<Self::Key, Self::Attrs>],
-    ) -> rusqlite::Result<()> {
+    fn apply(conn: &Connection, changes: &[Change<SpanKey, Self::Attrs>]) -> rusqlite::Result<()> {
         let mut delete = conn.prepare_cached(&format!(
             "DELETE FROM {} WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND {} = ?4",
             Self::TABLE,
@@ -79,8 +76,7 @@ pub trait SpanTable {
         let mut insert = conn.prepare_cached(Self::INSERT)?;
         for change in changes {
             match change {
-                Change::Delete(key, span) => {
-                    let (memory_id, column) = Self::key_parts(*key);
+                Change::Delete((memory_id, column), span) => {
                     delete.execute(params![
                         memory_id,
                         level(span.first, span.last),
@@ -165,36 +161,11 @@ impl AllocationAttrs {
 /// Allocation spans, keyed by (memory id, uid).
 pub struct AllocationSpans;
 
-/// The stored columns, in [`allocation_row`]'s order. The table keeps the kind as text (so that
+/// The stored columns, in the order [`AllocationSpans`]'s `row` reads them. The table keeps the kind as text (so that
 /// the views can give rows in kind order, see migrations/V4__flat_views.sql); spans in memory
 /// carry its string id like every other text, so it is looked up both ways here.
 const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
      (SELECT k.id FROM string k WHERE k.value = allocation_span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
-
-fn allocation_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<AllocationAttrs>)> {
-    Ok((
-        (row.get(0)?, row.get(1)?),
-        Span {
-            first: row.get(2)?,
-            last: row.get(3)?,
-            attrs: AllocationAttrs::new(
-                row.get(4)?,
-                row.get(5)?,
-                row.get(6)?,
-                row.get(7)?,
-                [
-                    row.get(8)?,
-                    row.get(9)?,
-                    row.get(10)?,
-                    row.get(11)?,
-                    row.get(12)?,
-                    row.get(13)?,
-                ],
-                row.get(14)?,
-            ),
-        },
-    ))
-}
 
 /// Run `select` (with `?1` memory id, `?2` level, `?3`..`?4` the first_seq range and `?4` the seq
 /// the span must reach) for every memory and level, collecting the rows by key.
@@ -240,7 +211,6 @@ fn rows_of<K: Ord, A>(
 }
 
 impl SpanTable for AllocationSpans {
-    type Key = (i64, i64);
     type Attrs = AllocationAttrs;
 
     const TABLE: &'static str = "allocation_span";
@@ -251,17 +221,34 @@ impl SpanTable for AllocationSpans {
                                       created_ns, provenance, label, gc_priority, attrs)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
-    fn row(row: &rusqlite::Row) -> rusqlite::Result<(Self::Key, Span<Self::Attrs>)> {
-        allocation_row(row)
-    }
-
-    fn key_parts(key: Self::Key) -> (i64, i64) {
-        key
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)> {
+        Ok((
+            (row.get(0)?, row.get(1)?),
+            Span {
+                first: row.get(2)?,
+                last: row.get(3)?,
+                attrs: AllocationAttrs::new(
+                    row.get(4)?,
+                    row.get(5)?,
+                    row.get(6)?,
+                    row.get(7)?,
+                    [
+                        row.get(8)?,
+                        row.get(9)?,
+                        row.get(10)?,
+                        row.get(11)?,
+                        row.get(12)?,
+                        row.get(13)?,
+                    ],
+                    row.get(14)?,
+                ),
+            },
+        ))
     }
 
     fn insert(
         statement: &mut rusqlite::CachedStatement,
-        (memory_id, uid): Self::Key,
+        (memory_id, uid): SpanKey,
         span: &Span<Self::Attrs>,
     ) -> rusqlite::Result<()> {
         let a = &span.attrs;
@@ -290,19 +277,7 @@ impl SpanTable for AllocationSpans {
 /// Hole spans, keyed by (memory id, offset); the attribute is the size.
 pub struct HoleSpans;
 
-fn hole_row(row: &rusqlite::Row) -> rusqlite::Result<((i64, i64), Span<i64>)> {
-    Ok((
-        (row.get(0)?, row.get(1)?),
-        Span {
-            first: row.get(2)?,
-            last: row.get(3)?,
-            attrs: row.get(4)?,
-        },
-    ))
-}
-
 impl SpanTable for HoleSpans {
-    type Key = (i64, i64);
     type Attrs = i64;
 
     const TABLE: &'static str = "hole_span";
@@ -310,17 +285,20 @@ impl SpanTable for HoleSpans {
     const COLUMNS: &'static str = "memory_id, offset, first_seq, last_seq, size";
     const INSERT: &'static str = "INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-    fn row(row: &rusqlite::Row) -> rusqlite::Result<(Self::Key, Span<Self::Attrs>)> {
-        hole_row(row)
-    }
-
-    fn key_parts(key: Self::Key) -> (i64, i64) {
-        key
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)> {
+        Ok((
+            (row.get(0)?, row.get(1)?),
+            Span {
+                first: row.get(2)?,
+                last: row.get(3)?,
+                attrs: row.get(4)?,
+            },
+        ))
     }
 
     fn insert(
         statement: &mut rusqlite::CachedStatement,
-        (memory_id, offset): Self::Key,
+        (memory_id, offset): SpanKey,
         span: &Span<Self::Attrs>,
     ) -> rusqlite::Result<()> {
         statement.execute(params![
