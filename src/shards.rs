@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
@@ -30,7 +30,26 @@ pub fn shard_path(dir: &Path, run: &str, node: i64) -> PathBuf {
 struct Job {
     key: (String, i64),
     record: Record,
+    /// What it counts against [`IN_FLIGHT_ROWS`]: its allocations, and one for the dump.
+    weight: u64,
 }
+
+/// How many allocation rows may wait in the writers' queues. The reading side runs ahead of the
+/// writers by this much, so that while one writer lands a node's dumps (which come together, in
+/// input order) the others already have the next nodes' to land: with a queue of two dumps each,
+/// the writer of the node being read was the only one at work. One dump larger than this still
+/// goes, alone; so memory stays bounded by about this many rows beside the largest dump.
+const IN_FLIGHT_ROWS: u64 = 400_000;
+
+/// The rows waiting in the writers' queues, and whether a writer has stopped (then the reading
+/// side stops waiting for room it will never get).
+#[derive(Default)]
+struct Flow {
+    rows: u64,
+    writer_stopped: bool,
+}
+
+type FlowControl = (Mutex<Flow>, std::sync::Condvar);
 
 /// What the writers share with the reading side: the counts so far and what they refused.
 #[derive(Default)]
@@ -53,6 +72,7 @@ fn writer(
     jobs: std::sync::mpsc::Receiver<Job>,
     replace: bool,
     shared: Arc<Mutex<Shared>>,
+    flow: &FlowControl,
 ) -> Result<()> {
     // Open shards, the most recently used last.
     let mut databases: Vec<((String, i64), db::Database)> = Vec::new();
@@ -88,12 +108,17 @@ fn writer(
         let mut job = job;
         loop {
             // Counted in the shared summary, not under its lock while the dump is written.
+            let weight = job.weight;
             let landed = ingest::land(
                 &mut importer,
                 &mut ImportSummary::default(),
                 job.record,
                 replace,
             )?;
+            if let Ok(mut state) = flow.0.lock() {
+                state.rows = state.rows.saturating_sub(weight);
+                flow.1.notify_all();
+            }
             if let Ok(mut shared) = shared.lock() {
                 match landed {
                     Landed::Dump { outcome, .. } => shared.summary.count(&outcome),
@@ -118,6 +143,25 @@ fn writer(
         database.finish()?;
     }
     Ok(())
+}
+
+/// Wait until the writers' queues have room for `weight` rows (or are empty), and count them in;
+/// false when a writer has stopped.
+fn wait_for_room(flow: &FlowControl, weight: u64) -> bool {
+    let Ok(mut state) = flow.0.lock() else {
+        return false;
+    };
+    while state.rows > 0 && state.rows + weight > IN_FLIGHT_ROWS && !state.writer_stopped {
+        state = match flow.1.wait(state) {
+            Ok(state) => state,
+            Err(_) => return false,
+        };
+    }
+    if state.writer_stopped {
+        return false;
+    }
+    state.rows += weight;
+    true
 }
 
 /// The counts of dumps that landed (`landed`, the writers') in the summary the reading side keeps
@@ -146,14 +190,20 @@ pub fn import_shards(
     let jobs = jobs.max(1);
     let replace = options.replace;
     let shared = Arc::new(Mutex::new(Shared::default()));
-    let mut senders: Vec<SyncSender<Job>> = Vec::new();
+    let mut senders: Vec<Sender<Job>> = Vec::new();
     let mut writers = Vec::new();
+    let flow: Arc<FlowControl> = Arc::default();
     for _ in 0..jobs {
-        let (sender, receiver) = sync_channel::<Job>(2);
+        let (sender, receiver) = channel::<Job>();
         senders.push(sender);
-        let (dir, shared) = (dir.to_path_buf(), Arc::clone(&shared));
+        let (dir, shared, flow) = (dir.to_path_buf(), Arc::clone(&shared), Arc::clone(&flow));
         writers.push(thread::spawn(move || {
-            writer(dir, receiver, replace, shared)
+            let result = writer(dir, receiver, replace, shared, &flow);
+            if let Ok(mut state) = flow.0.lock() {
+                state.writer_stopped = true;
+                flow.1.notify_all();
+            }
+            result
         }));
     }
     let mut annotations: Vec<Box<Annotations>> = Vec::new();
@@ -177,9 +227,15 @@ pub fn import_shards(
                     let hash =
                         xxhash_rust::xxh3::xxh3_64(format!("{}\0{}", key.0, key.1).as_bytes());
                     let writer = (hash % senders.len() as u64) as usize;
+                    let weight = prepared.dump.allocation_count() as u64 + 1;
+                    if !wait_for_room(&flow, weight) {
+                        writer_gone = true;
+                        return Err(Error::Interrupted);
+                    }
                     let job = Job {
                         key,
                         record: Record::Dump { source, prepared },
+                        weight,
                     };
                     if senders[writer].send(job).is_err() {
                         writer_gone = true;
