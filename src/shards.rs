@@ -39,7 +39,7 @@ struct Job {
 /// input order) the others already have the next nodes' to land: with a queue of two dumps each,
 /// the writer of the node being read was the only one at work. One dump larger than this still
 /// goes, alone; so memory stays bounded by about this many rows beside the largest dump.
-const IN_FLIGHT_ROWS: u64 = 400_000;
+const IN_FLIGHT_ROWS: u64 = 100_000;
 
 /// The rows waiting in the writers' queues, and whether a writer has stopped (then the reading
 /// side stops waiting for room it will never get).
