@@ -13,8 +13,9 @@
 //!   `--poll`: under 2% of a core.
 //! - shards: a simulated run of 16 nodes imported into one database, then into one per node
 //!   (`--shard-dir`, `--jobs 1` and `--jobs 2`): time (median of 3) and peak memory, the sharded
-//!   import at most 1.1 times as slow as the plain one (on two cores the parsing, not the
-//!   writing, is what takes the time) and its memory under 1.5 times.
+//!   import at most 1.1 times as slow as the plain one and its memory under 1.5 times plus 64 MiB
+//!   (the reading side runs up to 100,000 allocation rows ahead of the writers, about 40 MiB of
+//!   parsed dumps, so that every writer has work: that read-ahead is what the 64 MiB allows).
 
 mod common;
 
@@ -400,8 +401,8 @@ fn shards(dir: &Path) {
         report(
             &format!("shards: --shard-dir --jobs {jobs}"),
             &format!("{time:.2} s ({:.2}x plain), {peak:.0} MiB", time / plain),
-            "<= 1.1x plain time, < 1.5x plain memory",
-            Some(time <= plain * 1.1 && peak < plain_peak * 1.5),
+            "<= 1.1x plain time, < 1.5x plain memory + 64 MiB",
+            Some(time <= plain * 1.1 && peak < plain_peak * 1.5 + 64.0),
         );
     }
 }
