@@ -23,7 +23,21 @@ pub trait SpanTable {
     /// the attributes.
     const INSERT: &'static str;
 
-    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)>;
+    /// The attributes of a span, read from the fifth column of [`SpanTable::COLUMNS`] on.
+    fn attrs(row: &rusqlite::Row) -> rusqlite::Result<Self::Attrs>;
+
+    /// A span as [`SpanTable::COLUMNS`] reads it: memory id, key, first_seq, last_seq, then the
+    /// attributes.
+    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)> {
+        Ok((
+            (row.get(0)?, row.get(1)?),
+            Span {
+                first: row.get(2)?,
+                last: row.get(3)?,
+                attrs: Self::attrs(row)?,
+            },
+        ))
+    }
     fn insert(
         statement: &mut rusqlite::CachedStatement,
         key: SpanKey,
@@ -161,7 +175,7 @@ impl AllocationAttrs {
 /// Allocation spans, keyed by (memory id, uid).
 pub struct AllocationSpans;
 
-/// The stored columns, in the order [`AllocationSpans`]'s `row` reads them. The table keeps the kind as text (so that
+/// The stored columns, in the order [`SpanTable::row`] and [`AllocationSpans`]'s `attrs` read them. The table keeps the kind as text (so that
 /// the views can give rows in kind order, see migrations/V4__flat_views.sql); spans in memory
 /// carry its string id like every other text, so it is looked up both ways here.
 const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
@@ -221,28 +235,21 @@ impl SpanTable for AllocationSpans {
                                       created_ns, provenance, label, gc_priority, attrs)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
-    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)> {
-        Ok((
-            (row.get(0)?, row.get(1)?),
-            Span {
-                first: row.get(2)?,
-                last: row.get(3)?,
-                attrs: AllocationAttrs::new(
-                    row.get(4)?,
-                    row.get(5)?,
-                    row.get(6)?,
-                    row.get(7)?,
-                    [
-                        row.get(8)?,
-                        row.get(9)?,
-                        row.get(10)?,
-                        row.get(11)?,
-                        row.get(12)?,
-                        row.get(13)?,
-                    ],
-                    row.get(14)?,
-                ),
-            },
+    fn attrs(row: &rusqlite::Row) -> rusqlite::Result<Self::Attrs> {
+        Ok(AllocationAttrs::new(
+            row.get(4)?,
+            row.get(5)?,
+            row.get(6)?,
+            row.get(7)?,
+            [
+                row.get(8)?,
+                row.get(9)?,
+                row.get(10)?,
+                row.get(11)?,
+                row.get(12)?,
+                row.get(13)?,
+            ],
+            row.get(14)?,
         ))
     }
 
@@ -285,15 +292,8 @@ impl SpanTable for HoleSpans {
     const COLUMNS: &'static str = "memory_id, offset, first_seq, last_seq, size";
     const INSERT: &'static str = "INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
-    fn row(row: &rusqlite::Row) -> rusqlite::Result<(SpanKey, Span<Self::Attrs>)> {
-        Ok((
-            (row.get(0)?, row.get(1)?),
-            Span {
-                first: row.get(2)?,
-                last: row.get(3)?,
-                attrs: row.get(4)?,
-            },
-        ))
+    fn attrs(row: &rusqlite::Row) -> rusqlite::Result<Self::Attrs> {
+        row.get(4)
     }
 
     fn insert(
