@@ -155,6 +155,17 @@ fn lexical(path: &Path) -> PathBuf {
 /// Write `bytes` to `target` (a path [`Protected::check`] returned) through a temporary file in
 /// the same folder, renamed over it once complete. `shown` is the path as the user gave it.
 pub fn write_atomically(target: &Path, bytes: &[u8], shown: &Path) -> Result<()> {
+    write_atomically_with(target, shown, |file| file.write_all(bytes))
+}
+
+/// [`write_atomically`] with the content streamed by `write` into the temporary file (a Parquet
+/// file of millions of rows is never held whole): synced, given the target's permissions, then
+/// renamed over it; on any error the temporary file is removed and the target left as it was.
+pub fn write_atomically_with(
+    target: &Path,
+    shown: &Path,
+    write: impl FnOnce(&mut File) -> io::Result<()>,
+) -> Result<()> {
     let folder = target.parent().unwrap_or(Path::new("."));
     let name = target
         .file_name()
@@ -178,7 +189,8 @@ pub fn write_atomically(target: &Path, bytes: &[u8], shown: &Path) -> Result<()>
             Err(error) => return Err(Error::write(shown, error)),
         }
     };
-    let written = write_and_sync(&mut file, bytes)
+    let written = write(&mut file)
+        .and_then(|()| file.sync_all())
         .and_then(|()| match &permissions {
             Some(permissions) => fs::set_permissions(&temporary, permissions.clone()),
             None => Ok(()),
@@ -189,11 +201,6 @@ pub fn write_atomically(target: &Path, bytes: &[u8], shown: &Path) -> Result<()>
         return Err(Error::write(shown, error));
     }
     Ok(())
-}
-
-fn write_and_sync(file: &mut File, bytes: &[u8]) -> io::Result<()> {
-    file.write_all(bytes)?;
-    file.sync_all()
 }
 
 /// A run id (free text) made safe for the start of a file name: letters, digits, `-`, `_` and `.`

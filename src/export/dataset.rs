@@ -185,30 +185,15 @@ fn check_marker(marker: &Path) -> Result<()> {
     }
 }
 
-/// Write `path` whole or not at all: into a hidden temporary file beside it (a name no reader
-/// globbing `*.parquet` sees), synced, then renamed over it.
+/// Write `path` whole or not at all, creating its folder: through [`crate::files`]' temporary
+/// file beside it (a hidden name no reader globbing `*.parquet` sees), renamed over it.
 pub fn write_whole(
     path: &Path,
     write: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> Result<()> {
     let folder = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(folder).map_err(|error| Error::write(folder, error))?;
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temporary = folder.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = File::create(&temporary)?;
-        write(&mut file)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
-    })();
-    if let Err(error) = result {
-        let _ = fs::remove_file(&temporary);
-        return Err(Error::write(path, error));
-    }
-    Ok(())
+    crate::files::write_atomically_with(path, path, write)
 }
 
 /// An exclusive lock on the dataset, held until dropped (flock: released by the kernel when the
