@@ -105,7 +105,7 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
     };
     progress.start(survey.partitions.len() as u64 + survey.runs.len() as u64);
     // The run tables' rows of every database, merged as they come.
-    let mut run_tables: BTreeMap<(String, &'static str), Vec<Vec<Value>>> = BTreeMap::new();
+    let mut run_tables: BTreeMap<(String, &'static str), Merged> = BTreeMap::new();
     for (index, path) in options.databases.iter().enumerate() {
         let database = open(path)?;
         for partition in survey.partitions.iter().filter(|p| p.database == index) {
@@ -137,9 +137,10 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
         for (run, holders) in &survey.runs {
             for (_, run_id) in holders.iter().filter(|(holder, _)| *holder == index) {
                 for table in tables::ALL.iter().filter(|table| table.level == Level::Run) {
-                    let pending = run_tables.entry((run.clone(), table.name)).or_default();
-                    pending.extend(run_rows(&database, *run_id, table)?);
-                    *pending = merge(table, std::mem::take(pending));
+                    let merged = run_tables
+                        .entry((run.clone(), table.name))
+                        .or_insert_with(|| Merged::new(table));
+                    add_run_rows(&database, *run_id, table, merged)?;
                 }
             }
         }
@@ -151,10 +152,10 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
             }
             let path =
                 dataset::run_partition(&options.out, table.name, run).join(dataset::PART_FILE);
-            let rows = run_tables
+            let merged = run_tables
                 .remove(&(run.clone(), table.name))
-                .unwrap_or_default();
-            let written = merge_run_table(rows, table, &options.out, &path)?;
+                .unwrap_or_else(|| Merged::new(table));
+            let written = merge_run_table(merged, table, &options.out, &path)?;
             add(&mut summary.tables[position].1, &path, written);
         }
         summary.runs += 1;
@@ -304,43 +305,32 @@ fn write_partition(
     database: &Database,
     table: &Table,
     path: &Path,
-    (key, node): (i64, i64),
+    (run_id, node): (i64, i64),
     mut fill: impl FnMut(&mut Vec<Value>),
 ) -> Result<u64> {
     let mut statement = database
         .conn
         .prepare_cached(table.sql)
         .map_err(sql_error(database))?;
-    let mut rows = if table.level == Level::Node {
-        statement.query([key, node])
-    } else {
-        statement.query([key])
-    }
-    .map_err(sql_error(database))?;
+    let mut rows = statement
+        .query([run_id, node])
+        .map_err(sql_error(database))?;
     let mut failure: Option<Error> = None;
     let mut count = 0;
     dataset::write_whole(path, |file| {
         let mut writer = files::Writer::new(table, file)?;
-        let mut cells = Vec::with_capacity(table.columns.len());
         loop {
-            let row = match rows.next() {
-                Ok(Some(row)) => row,
+            let mut cells = match rows
+                .next()
+                .and_then(|row| row.map(|row| values(row, table)).transpose())
+            {
+                Ok(Some(cells)) => cells,
                 Ok(None) => break,
                 Err(error) => {
                     failure = Some(sql_error(database)(error));
                     return Err(std::io::Error::other("reading the database failed"));
                 }
             };
-            cells.clear();
-            for (index, (name, _)) in table.columns.iter().enumerate() {
-                match row.get_ref(index).map(|value| cell(value, table, name)) {
-                    Ok(Ok(value)) => cells.push(value),
-                    Ok(Err(error)) | Err(error) => {
-                        failure = Some(Error::database(database.display(), error));
-                        return Err(std::io::Error::other("reading the database failed"));
-                    }
-                }
-            }
             fill(&mut cells);
             writer.push(&cells)?;
         }
@@ -349,6 +339,16 @@ fn write_partition(
     })
     .map_err(|error| failure.take().unwrap_or(error))?;
     Ok(count)
+}
+
+/// A row of a table's SQL as the file's values.
+fn values(row: &rusqlite::Row, table: &Table) -> rusqlite::Result<Vec<Value>> {
+    table
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(index, (name, _))| cell(row.get_ref(index)?, table, name))
+        .collect()
 }
 
 fn cell(value: ValueRef<'_>, table: &Table, column: &str) -> rusqlite::Result<Value> {
@@ -377,35 +377,26 @@ fn cell(value: ValueRef<'_>, table: &Table, column: &str) -> rusqlite::Result<Va
     })
 }
 
-/// Rows of a run table from one database.
-fn run_rows(database: &Database, run_id: i64, table: &Table) -> Result<Vec<Vec<Value>>> {
-    let mut all = Vec::new();
+/// Rows of a run table from one database, merged into `merged`.
+fn add_run_rows(
+    database: &Database,
+    run_id: i64,
+    table: &Table,
+    merged: &mut Merged,
+) -> Result<()> {
     let mut statement = database
         .conn
         .prepare_cached(table.sql)
         .map_err(sql_error(database))?;
     let mut rows = statement.query([run_id]).map_err(sql_error(database))?;
     while let Some(row) = rows.next().map_err(sql_error(database))? {
-        let mut cells = Vec::with_capacity(table.columns.len());
-        for (column, (name, _)) in table.columns.iter().enumerate() {
-            let value = row
-                .get_ref(column)
-                .and_then(|value| cell(value, table, name))
-                .map_err(sql_error(database))?;
-            cells.push(value);
-        }
-        all.push(cells);
+        merged.add(values(row, table).map_err(sql_error(database))?);
     }
-    Ok(all)
+    Ok(())
 }
 
 /// Merge a run table's rows with what the dataset holds, under the dataset's lock, and write it.
-fn merge_run_table(
-    mut rows: Vec<Vec<Value>>,
-    table: &Table,
-    root: &Path,
-    path: &Path,
-) -> Result<u64> {
+fn merge_run_table(mut merged: Merged, table: &Table, root: &Path, path: &Path) -> Result<u64> {
     let _lock = dataset::lock(root)?;
     if path.exists() {
         let (names, held) = files::read(path)?;
@@ -416,13 +407,14 @@ fn merge_run_table(
                 format!("its columns are {names:?}, not those of {} ({expected:?}); export into a new folder", table.name),
             ));
         }
-        rows.extend(held);
+        for row in held {
+            merged.add(row);
+        }
     }
-    let merged = merge(table, rows);
     let mut count = 0;
     dataset::write_whole(path, |file| {
         let mut writer = files::Writer::new(table, file)?;
-        for row in &merged {
+        for row in merged.rows.values() {
             writer.push(row)?;
         }
         count = writer.finish()?;
@@ -431,41 +423,65 @@ fn merge_run_table(
     Ok(count)
 }
 
-/// The import's rules for rows of one run that describe the same thing, keyed by the table's
+/// Rows of one run table merged by the import's rules as they are added, keyed by the table's
 /// identity: `objects` by object_id, each other field the greatest given (NULL only when none
-/// gives it); `allocation_objects` by (uid, field_id, object_id), field_size likewise. The result
-/// is sorted by the key (NULL first), as the database's export reads it.
-pub fn merge(table: &Table, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
-    let key_columns: Vec<usize> = match table.name {
-        "allocation_objects" => ["uid", "field_id", "object_id"]
-            .iter()
-            .filter_map(|name| table.column(name))
-            .collect(),
-        _ => vec![0],
-    };
-    let mut merged: BTreeMap<Vec<Key>, Vec<Value>> = BTreeMap::new();
-    for row in rows {
-        let key: Vec<Key> = key_columns
+/// gives it); `allocation_objects` by (uid, field_id, object_id), field_size likewise. The rows
+/// come out sorted by the key (NULL first), as the database's export reads them.
+struct Merged {
+    key_columns: Vec<usize>,
+    rows: BTreeMap<Vec<Key>, Vec<Value>>,
+}
+
+impl Merged {
+    fn new(table: &Table) -> Merged {
+        let key_columns = match table.name {
+            "allocation_objects" => ["uid", "field_id", "object_id"]
+                .iter()
+                .filter_map(|name| table.column(name))
+                .collect(),
+            _ => vec![0],
+        };
+        Merged {
+            key_columns,
+            rows: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, row: Vec<Value>) {
+        let key: Vec<Key> = self
+            .key_columns
             .iter()
             .map(|index| Key(row[*index].clone()))
             .collect();
-        match merged.get_mut(&key) {
+        match self.rows.get_mut(&key) {
             None => {
-                merged.insert(key, row);
+                self.rows.insert(key, row);
             }
             Some(kept) => {
                 for (kept, given) in kept.iter_mut().zip(row) {
-                    if Key(given.clone()) > Key(kept.clone()) {
+                    if sqlite_order(&given, kept).is_gt() {
                         *kept = given;
                     }
                 }
             }
         }
     }
-    merged.into_values().collect()
+
+    fn into_rows(self) -> Vec<Vec<Value>> {
+        self.rows.into_values().collect()
+    }
 }
 
-/// A value ordered as SQLite orders them: NULL first, then numbers, then text (by bytes).
+/// [`Merged`] over a whole list of rows.
+pub fn merge(table: &Table, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+    let mut merged = Merged::new(table);
+    for row in rows {
+        merged.add(row);
+    }
+    merged.into_rows()
+}
+
+/// A value ordered as SQLite orders them (see [`sqlite_order`]), for keys.
 #[derive(Debug, Clone, PartialEq)]
 struct Key(Value);
 
@@ -479,27 +495,32 @@ impl PartialOrd for Key {
 
 impl Ord for Key {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        use std::cmp::Ordering;
-        fn rank(value: &Value) -> u8 {
-            match value {
-                Value::Null => 0,
-                Value::Int(_) | Value::Real(_) => 1,
-                Value::Text(_) => 2,
-            }
+        sqlite_order(&self.0, &other.0)
+    }
+}
+
+/// SQLite's order of values: NULL first, then numbers, then text (by bytes).
+fn sqlite_order(a: &Value, b: &Value) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    fn rank(value: &Value) -> u8 {
+        match value {
+            Value::Null => 0,
+            Value::Int(_) | Value::Real(_) => 1,
+            Value::Text(_) => 2,
         }
-        let number = |value: &Value| match value {
-            Value::Int(number) => *number as f64,
-            Value::Real(number) => *number,
-            _ => 0.0,
-        };
-        match (&self.0, &other.0) {
-            (Value::Int(a), Value::Int(b)) => a.cmp(b),
-            (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
-            (a, b) if rank(a) == 1 && rank(b) == 1 => {
-                number(a).partial_cmp(&number(b)).unwrap_or(Ordering::Equal)
-            }
-            (a, b) => rank(a).cmp(&rank(b)),
+    }
+    let number = |value: &Value| match value {
+        Value::Int(number) => *number as f64,
+        Value::Real(number) => *number,
+        _ => 0.0,
+    };
+    match (a, b) {
+        (Value::Int(a), Value::Int(b)) => a.cmp(b),
+        (Value::Text(a), Value::Text(b)) => a.as_bytes().cmp(b.as_bytes()),
+        (a, b) if rank(a) == 1 && rank(b) == 1 => {
+            number(a).partial_cmp(&number(b)).unwrap_or(Ordering::Equal)
         }
+        (a, b) => rank(a).cmp(&rank(b)),
     }
 }
 
