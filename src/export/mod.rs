@@ -17,7 +17,7 @@
 //! the call, keeps `time_unix` NULL.
 
 pub mod dataset;
-pub mod files;
+pub mod parquet_file;
 pub mod tables;
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,7 +28,7 @@ use rusqlite::types::ValueRef;
 
 use crate::db::Database;
 use crate::error::{Error, Result};
-use files::Value;
+use parquet_file::Value;
 use tables::{Level, Table};
 
 /// How long an export waits for a database another process holds locked before refusing it.
@@ -318,7 +318,7 @@ fn write_partition(
     let mut failure: Option<Error> = None;
     let mut count = 0;
     dataset::write_whole(path, |file| {
-        let mut writer = files::Writer::new(table, file)?;
+        let mut writer = parquet_file::Writer::new(table, file)?;
         loop {
             let mut cells = match rows
                 .next()
@@ -399,7 +399,7 @@ fn add_run_rows(
 fn merge_run_table(mut merged: Merged, table: &Table, root: &Path, path: &Path) -> Result<u64> {
     let _lock = dataset::lock(root)?;
     if path.exists() {
-        let (names, held) = files::read(path)?;
+        let (names, held) = parquet_file::read(path)?;
         let expected: Vec<&str> = table.columns.iter().map(|(name, _)| *name).collect();
         if names != expected {
             return Err(Error::database(
@@ -413,7 +413,7 @@ fn merge_run_table(mut merged: Merged, table: &Table, root: &Path, path: &Path) 
     }
     let mut count = 0;
     dataset::write_whole(path, |file| {
-        let mut writer = files::Writer::new(table, file)?;
+        let mut writer = parquet_file::Writer::new(table, file)?;
         for row in merged.rows.values() {
             writer.push(row)?;
         }

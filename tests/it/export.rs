@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use memstate::export::files::{read, Value};
+use memstate::export::parquet_file::{read, Value};
 use rusqlite::Connection;
 use serde_json::Value as Json;
 
