@@ -179,6 +179,19 @@ fn needed(found: bool, what: &str, why: &str) -> bool {
     found
 }
 
+/// Run a program, which must succeed; its output (the failure shows what it said on stderr).
+pub fn succeeds(command: &mut std::process::Command) -> std::process::Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
 /// A command's rows in JSON (`--format json`), which must succeed.
 pub fn json_of(db: &Path, args: &[&str]) -> Value {
     let output = on_db(db)

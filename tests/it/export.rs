@@ -11,7 +11,7 @@ use memstate::export::parquet_file::{read, Value};
 use rusqlite::Connection;
 use serde_json::Value as Json;
 
-use crate::common::{import, on_db, python_with};
+use crate::common::{import, on_db, python_with, succeeds};
 
 const RUN: &str = "job/7:a";
 
@@ -572,12 +572,7 @@ fn every_portable_query_on_duckdb_equals_report() {
         for param in &params {
             command.args(["-p", param]);
         }
-        let output = command.output().unwrap();
-        assert!(
-            output.status.success(),
-            "{name} {params:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let output = succeeds(&mut command);
         assert_eq!(
             String::from_utf8(output.stdout).unwrap(),
             report_csv(&one, &name, &params),
@@ -664,12 +659,7 @@ fn churn_growth_and_snapshot_queries_on_spark_equal_report() {
     }
     let script = dir.path().join("driver.py");
     std::fs::write(&script, driver).unwrap();
-    let output = Command::new("python3").arg(&script).output().unwrap();
-    assert!(
-        output.status.success(),
-        "spark: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    succeeds(Command::new("python3").arg(&script));
     for (index, (name, params)) in chosen.iter().enumerate() {
         let got = std::fs::read_to_string(dir.path().join(format!("spark-{index}.csv"))).unwrap();
         assert_eq!(
@@ -710,15 +700,7 @@ fn the_runner_writes_numbers_as_memstate_and_reads_parameters_as_report() {
         runner().display().to_string(),
         listed
     );
-    let output = Command::new("python3")
-        .args(["-c", &program])
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = succeeds(Command::new("python3").args(["-c", &program]));
     let printed = String::from_utf8(output.stdout).unwrap();
     let mut expected: Vec<String> = reals.iter().map(|real| real.to_string()).collect();
     expected.push("('job/7:a', '3', '41')".to_string());

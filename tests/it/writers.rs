@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use crate::common::{have, import, scalar};
+use crate::common::{have, import, scalar, succeeds};
 
 fn check_the_run(dir: &Path, run: &str) {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -68,38 +68,25 @@ fn the_cpp_writer_example_builds_clean_under_sanitizers_and_its_run_reads() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("writers/cpp");
     let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("example");
-    let built = std::process::Command::new("g++")
-        .args([
-            "-std=c++17",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-fsanitize=address,undefined",
-            "-fno-sanitize-recover=all",
-            "-I",
-        ])
-        .arg(&root)
-        .arg(root.join("example.cpp"))
-        .arg("-o")
-        .arg(&binary)
-        .output()
-        .unwrap();
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
+    succeeds(
+        std::process::Command::new("g++")
+            .args([
+                "-std=c++17",
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-fsanitize=address,undefined",
+                "-fno-sanitize-recover=all",
+                "-I",
+            ])
+            .arg(&root)
+            .arg(root.join("example.cpp"))
+            .arg("-o")
+            .arg(&binary),
     );
     let out = dir.path().join("dumps");
     std::fs::create_dir(&out).unwrap();
-    let ran = std::process::Command::new(&binary)
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
-    );
+    let ran = succeeds(std::process::Command::new(&binary).arg(&out));
     assert!(
         ran.stderr.is_empty(),
         "{}",
@@ -118,15 +105,10 @@ fn the_python_writer_example_writes_a_run_memstate_reads() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dumps");
     std::fs::create_dir(&out).unwrap();
-    let ran = std::process::Command::new("python3")
-        .arg(root.join("example.py"))
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
+    succeeds(
+        std::process::Command::new("python3")
+            .arg(root.join("example.py"))
+            .arg(&out),
     );
     check_the_run(&out, "python-example");
     // A dump left unfinished by an exception leaves nothing behind.
@@ -134,16 +116,11 @@ fn the_python_writer_example_writes_a_run_memstate_reads() {
     std::fs::create_dir(&empty).unwrap();
     let script = "import sys; sys.path.insert(0, sys.argv[1]); from memstate_writer import DumpWriter\n\
                   try:\n    with DumpWriter(sys.argv[2], run='r', node=0, seq=0, time_ns=0) as d:\n        d.memory(1, 'SYSTEM_MEM', 10)\n        raise RuntimeError('boom')\nexcept RuntimeError:\n    pass\n";
-    let ran = std::process::Command::new("python3")
-        .args(["-c", script])
-        .arg(&root)
-        .arg(&empty)
-        .output()
-        .unwrap();
-    assert!(
-        ran.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ran.stderr)
+    succeeds(
+        std::process::Command::new("python3")
+            .args(["-c", script])
+            .arg(&root)
+            .arg(&empty),
     );
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
 }
