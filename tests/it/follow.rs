@@ -84,11 +84,17 @@ fn follow_on(db: &Path, env: &[(&str, &str)], args: &[&str], path: &Path) -> std
         .unwrap()
 }
 
-/// Start `import --follow` on the folder and the two streams; stop it with SIGTERM and return
-/// its exit code, standard output and standard error.
-struct Follower(std::process::Child);
+/// A running follower: its standard error read as it comes (so a test can wait for what it
+/// printed instead of sleeping for it), stopped with SIGTERM for its exit code and output.
+struct Follower {
+    child: std::process::Child,
+    stdout: std::thread::JoinHandle<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+    stderr_reader: std::thread::JoinHandle<()>,
+}
 
 impl Follower {
+    /// Start `import --follow` on the folder and the two streams.
     fn start(db: &Path, dir: &Path, extra: &[&str]) -> Follower {
         let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
             .env_remove("MEMSTATE_DB")
@@ -110,19 +116,61 @@ impl Follower {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        Follower(child)
+        Follower::watch(child)
     }
 
-    fn stop(self) -> (Option<i32>, String, String) {
-        let pid = self.0.id() as libc::pid_t;
+    /// Read a started follower's output from threads.
+    fn watch(mut child: std::process::Child) -> Follower {
+        use std::io::Read;
+        let mut stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        let printed = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let into = printed.clone();
+        Follower {
+            child,
+            stdout: std::thread::spawn(move || {
+                let mut text = String::new();
+                let _ = stdout.read_to_string(&mut text);
+                text
+            }),
+            stderr: printed,
+            stderr_reader: std::thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(count @ 1..) = stderr.read(&mut chunk) {
+                    into.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&chunk[..count]));
+                }
+            }),
+        }
+    }
+
+    /// Wait until the follower's standard error satisfies `done`. Fails after 30 s (a bound
+    /// for a broken follower, not a measure of speed).
+    fn wait_for_stderr(&self, what: &str, done: impl Fn(&str) -> bool) {
+        let started = std::time::Instant::now();
+        loop {
+            let printed = self.stderr.lock().unwrap().clone();
+            if done(&printed) {
+                return;
+            }
+            assert!(
+                started.elapsed().as_secs() < 30,
+                "{what}: not printed after 30 s:\n{printed}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    fn stop(mut self) -> (Option<i32>, String, String) {
+        let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) with the pid of a child this test started and has not waited for.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let output = self.0.wait_with_output().unwrap();
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stdout).into_owned(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
+        let status = self.child.wait().unwrap();
+        let stdout = self.stdout.join().unwrap();
+        self.stderr_reader.join().unwrap();
+        let stderr = self.stderr.lock().unwrap().clone();
+        (status.code(), stdout, stderr)
     }
 }
 
@@ -171,7 +219,11 @@ fn import_follow_takes_each_dump_once_it_is_complete_and_resumes_without_duplica
         b"{\"format\": \"memstate-dump\", \"version\": 1}\n",
     );
     std::fs::write(docs.join("broken.json"), b"{\"format\": \"memstate-du").unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(3500));
+    follower.wait_for_stderr("both refusals", |printed| {
+        printed.contains("stream.ndjson:3:") && printed.contains("broken.json")
+    });
+    // Given time to refuse either again (it must not).
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     let (code, stdout, stderr) = follower.stop();
     eprintln!("follow: each dump landed after {:?}", latencies);
     assert_eq!(code, Some(1), "something was refused: {stderr}");
@@ -277,13 +329,15 @@ fn a_string_over_the_limit_is_refused_by_name_and_follow_goes_on() {
         ],
         &followed,
     );
-    let follower = Follower(follower);
+    let follower = Follower::watch(follower);
     write_json(&followed, "a-huge.json", &huge);
     std::thread::sleep(std::time::Duration::from_millis(500));
     write_json(&followed, "c.json", &dump("live", 0, 2, 2, None));
     wait_for(&db, 1, "the dump after the refused one");
     // The refused document is refused once it has stayed unchanged for --settle.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    follower.wait_for_stderr("the refusal of the huge document", |printed| {
+        printed.contains("a-huge.json: memories[0].allocations[0].label:")
+    });
     let (code, _, stderr) = follower.stop();
     assert_eq!(code, Some(1), "{stderr}");
     assert!(
@@ -413,10 +467,12 @@ fn follow_says_when_an_out_of_memory_dump_arrives() {
         &["import", "--follow", "--quiet", "--interval", "100ms"],
         &docs,
     );
-    let follower = Follower(follower);
+    let follower = Follower::watch(follower);
     write_json(&docs, "small.json", &crate::common::small());
     wait_for(&db, 1, "the example dump");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    follower.wait_for_stderr("the out-of-memory line", |printed| {
+        printed.contains("out of memory:")
+    });
     let (code, _, stderr) = follower.stop();
     assert_eq!(code, Some(0), "{stderr}");
     let line = stderr
@@ -497,7 +553,7 @@ fn follow_reads_a_producers_log_as_it_grows() {
         ],
         &log,
     );
-    let follower = Follower(follower);
+    let follower = Follower::watch(follower);
     wait_for(&db, 1, "the first report");
     append(&log, &fixture.as_bytes()[second..]);
     wait_for(&db, 2, "the second report");
