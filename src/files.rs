@@ -203,9 +203,13 @@ pub fn write_atomically_with(
     Ok(())
 }
 
+/// How much of a run id a file name keeps (the rest is told apart by the hash).
+pub const STEM_CHARS: usize = 100;
+
 /// A run id (free text) made safe for the start of a file name: letters, digits, `-`, `_` and `.`
-/// kept, anything else `_`, no leading dot; when that changed anything, a hash of the whole id is
-/// added so two ids that differ only there still name different files.
+/// kept, anything else `_`, no leading dot, at most [`STEM_CHARS`] of it; when that changed
+/// anything, a hash of the whole id is added so two ids that differ only there still name
+/// different files. (A file name holds 255 bytes on most file systems; a run id has no limit.)
 pub fn safe_stem(text: &str) -> String {
     let safe: String = text
         .chars()
@@ -216,6 +220,7 @@ pub fn safe_stem(text: &str) -> String {
                 '_'
             }
         })
+        .take(STEM_CHARS)
         .collect();
     let safe = safe.trim_start_matches('.');
     if safe == text && !safe.is_empty() {
@@ -229,6 +234,23 @@ pub fn safe_stem(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_id_of_any_length_names_a_file() {
+        let long = "r".repeat(1000);
+        let other = format!("{}s", "r".repeat(999));
+        let (a, b) = (safe_stem(&long), safe_stem(&other));
+        // 100 kept characters, a dash and 8 hex digits of the hash: well within 255 bytes.
+        assert_eq!(a.len(), 109, "{a}");
+        assert!(a.starts_with(&"r".repeat(100)) && !a.starts_with(&"r".repeat(101)));
+        assert_ne!(
+            a, b,
+            "ids that differ past the kept part name different files"
+        );
+        assert_eq!(safe_stem("job-7.a"), "job-7.a");
+        assert!(safe_stem("job/7").starts_with("job_7-"));
+        assert!(safe_stem("..x").starts_with("x-"));
+    }
 
     #[test]
     fn a_stream_record_names_its_file() {

@@ -36,6 +36,24 @@ pub fn run_folder(run: &str) -> String {
     format!("run={}", escape(run))
 }
 
+/// The most bytes a folder name holds on the file systems a dataset goes to (ext4, XFS, object
+/// storage's path segments as their clients map them).
+pub const MAX_FOLDER_BYTES: usize = 255;
+
+/// Whether a run can have a partition folder: `run=<run>` escaped must fit in one folder name.
+/// A run id has no length limit, but Hive's layout keeps it whole in the folder's name (it is the
+/// `run` column's value), so it cannot be shortened the way shard file names are.
+pub fn check_run_folder(run: &str) -> std::result::Result<(), String> {
+    let bytes = run_folder(run).len();
+    if bytes > MAX_FOLDER_BYTES {
+        return Err(format!(
+            "run id of {} bytes: its partition folder `run=...` would be {bytes} bytes, over the {MAX_FOLDER_BYTES} a folder name holds (Hive's layout keeps the run id whole in the name; characters escaped as %XX count three)",
+            run.len()
+        ));
+    }
+    Ok(())
+}
+
 /// `node=<node>`.
 pub fn node_folder(node: i64) -> String {
     format!("node={node}")

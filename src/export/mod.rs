@@ -239,6 +239,9 @@ impl Survey {
             Ok((row.get(0)?, row.get(1)?))
         })?;
         for (run_id, run) in runs {
+            dataset::check_run_folder(&run).map_err(|what| {
+                Error::Usage(format!("{}: run {run:?}: {what}", database.display()))
+            })?;
             let clock: Vec<(i64, i64, f64)> = query(
                 database,
                 &format!(

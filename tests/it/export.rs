@@ -407,6 +407,24 @@ fn what_cannot_be_exported_is_refused_by_name_before_anything_is_written() {
 
     let shard0 = shards[0].as_path();
     refused(&[&one, shard0], &out, "node 0 is in both");
+
+    // A run id too long for one folder name (the Hive layout keeps it whole): refused before
+    // anything is written. 250 characters fit: `run=` and 250 make 254 bytes; 252 do not.
+    let mut dump: Json =
+        serde_json::from_slice(&std::fs::read(crate::common::data("small.json")).unwrap()).unwrap();
+    for (length, fits) in [(250, true), (252, false)] {
+        dump["run"]["id"] = Json::from("r".repeat(length));
+        let folder = dir.path().join(format!("long-{length}"));
+        std::fs::create_dir(&folder).unwrap();
+        crate::common::write_json(&folder, "dump.json", &dump);
+        let db = folder.join("t.db");
+        import(&db, &[&folder.join("dump.json")], 0);
+        if fits {
+            export(&[&db], &folder.join("out"));
+        } else {
+            refused(&[&db], &out, &format!("run id of {length} bytes"));
+        }
+    }
     assert!(!out.exists(), "a refused export created its folder");
 
     // A folder that holds other things is not taken over without --force.
