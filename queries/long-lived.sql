@@ -3,6 +3,8 @@
 -- the middle of a memory are the usual cause of fragmentation. Reads the spans: one row per
 -- stretch of unchanged snapshots, not one per snapshot; like growth, memstate's private span
 -- table with integer ids, the texts looked up only for the rows shown.
+-- A uid seen with another kind or provenance (a producer that reuses ids) is a row of its own;
+-- ties are broken down to those columns, so that every engine gives the rows in one order.
 --
 -- @param run  text     the run (runs.run)
 -- @param top  integer  at most this many allocations (default 20)
@@ -53,5 +55,5 @@ FROM lives v
 JOIN snapshot f ON f.run_id = v.run_id AND f.node = v.node AND f.seq = v.first_seq
 JOIN snapshot l ON l.run_id = v.run_id AND l.node = v.node AND l.seq = v.last_seq
 LEFT JOIN string p ON p.id = v.provenance
-ORDER BY v.snapshots DESC, lifetime_s DESC, v.node, uid
+ORDER BY v.snapshots DESC, lifetime_s DESC, v.node, uid, v.first_seq, v.kind, provenance
 LIMIT :top;

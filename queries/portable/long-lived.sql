@@ -3,6 +3,8 @@
 -- the middle of a memory are the usual cause of fragmentation. Reads the spans: one row per
 -- stretch of unchanged snapshots, not one per snapshot; like growth, memstate's private span
 -- table with integer ids, the texts looked up only for the rows shown.
+-- A uid seen with another kind or provenance (a producer that reuses ids) is a row of its own;
+-- ties are broken down to those columns, so that every engine gives the rows in one order.
 --
 -- The portable form of queries/long-lived.sql: the same columns and rows, in the same order, from the
 -- Parquet dataset of `memstate export`, in DuckDB and Spark SQL (scripts/parquet-query registers
@@ -43,5 +45,6 @@ SELECT v.node,
 FROM lives v
 JOIN snapshots f ON f.run = :run AND f.node = v.node AND f.seq = v.first_seq
 JOIN snapshots l ON l.run = :run AND l.node = v.node AND l.seq = v.last_seq
-ORDER BY v.snapshots DESC, lifetime_s DESC, v.node, v.uid
+ORDER BY v.snapshots DESC, lifetime_s DESC, v.node, v.uid, v.first_seq, v.kind ASC NULLS FIRST,
+         v.provenance ASC NULLS FIRST
 LIMIT :top;
