@@ -20,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::ingest::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Record};
 
 /// The database file of a shard: `DIR/RUN-nNODE.db`, the run's characters other than letters,
-/// digits, `-`, `_` and `.` replaced by `_` (and then a hash of the run added, so two runs never
-/// share a file).
+/// digits, `-`, `_` and `.` replaced by `_`, and a run id over 100 characters cut there (and then
+/// a hash of the run added, so two runs never share a file).
 pub fn shard_path(dir: &Path, run: &str, node: i64) -> PathBuf {
     dir.join(format!("{}-n{node}.db", crate::files::safe_stem(run)))
 }

@@ -118,3 +118,128 @@ fn shard_names_are_safe_and_distinct() {
     assert_eq!(dots.parent(), Some(dir));
     assert!(!dots.file_name().unwrap().to_string_lossy().starts_with('.'));
 }
+
+/// Snapshots across the shards of a folder, counted while an import may be writing them (a
+/// shard not yet made, or without its tables yet, counts none).
+fn snapshots_in(shards: &Path) -> i64 {
+    let Ok(entries) = std::fs::read_dir(shards) else {
+        return 0;
+    };
+    entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "db"))
+        .map(|path| {
+            Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|conn| {
+                    conn.query_row("SELECT count(*) FROM snapshots", [], |row| row.get(0))
+                })
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// A shard import killed while it writes leaves every shard whole (each dump in or out), and run
+/// again it finishes the job: the shards then hold what one database holds, nothing twice.
+#[test]
+fn a_killed_shard_import_resumes_to_the_same_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let written = memstate::sim::simulate(
+        &memstate::sim::Config {
+            nodes: 4,
+            steps: 600,
+            dump_every: 2,
+            continue_after_oom: true,
+            ..Default::default()
+        },
+        &run,
+        &mut |_| {},
+    )
+    .unwrap();
+    let dumps = written.dumps as i64;
+    let one = dir.path().join("one.db");
+    import(&one, &[&run], 0);
+    let shards = dir.path().join("shards");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+        .args([
+            "--db",
+            "unused.db",
+            "import",
+            "--quiet",
+            "--jobs",
+            "2",
+            "--shard-dir",
+        ])
+        .arg(&shards)
+        .arg(&run)
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once a quarter of the dumps have landed, with hundreds still to come.
+    let started = std::time::Instant::now();
+    while snapshots_in(&shards) < dumps / 4 {
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "a quarter of the dumps had not landed in 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let landed = snapshots_in(&shards);
+    assert!(
+        landed < dumps,
+        "the import was to be killed part-way: {landed} of {dumps} dumps had landed"
+    );
+    eprintln!("shard import killed with {landed} of {dumps} dumps landed");
+    for entry in std::fs::read_dir(&shards).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|ext| ext != "db") {
+            continue;
+        }
+        let conn = Connection::open(&path).unwrap();
+        let check: String = conn
+            .query_row("PRAGMA integrity_check", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(check, "ok", "{}", path.display());
+        // Every snapshot there is whole: its allocations match the figures stored with it.
+        let broken: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM memory_stats ms
+                 WHERE ms.allocation_count != (SELECT count(*) FROM allocations a
+                     WHERE a.snapshot_id = ms.snapshot_id AND a.memory_id = ms.memory_id)",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap_or(0);
+        assert_eq!(broken, 0, "{}", path.display());
+    }
+    // Run again: what landed is recognised, the rest lands.
+    let output = on_db(dir.path().join("unused.db"))
+        .args(["import", "--format", "json", "--jobs", "2", "--shard-dir"])
+        .arg(&shards)
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (
+            summary[0]["imported"].as_i64().unwrap(),
+            summary[0]["unchanged"].as_i64().unwrap()
+        ),
+        (dumps - landed, landed),
+        "{summary}"
+    );
+    let run_id: String = rows(&one, "SELECT DISTINCT run FROM snapshots").remove(0);
+    for node in 0..4 {
+        let shard = shards.join(format!("{run_id}-n{node}.db"));
+        assert_eq!(
+            node_rows(&shard, None),
+            node_rows(&one, Some(node)),
+            "node {node}"
+        );
+    }
+}
