@@ -24,6 +24,7 @@ Exit status: 0 ok, 2 bad usage or a dataset that cannot be read.
 import argparse
 import csv
 import decimal
+import glob
 import math
 import os
 import re
@@ -272,6 +273,8 @@ def main(argv=None):
             raise Refused("give --data DIR and a query NAME (or --list)")
         if not os.path.isfile(os.path.join(args.data, MARKER)):
             raise Refused(f"{args.data}: not a memstate dataset (no {MARKER}); write one with memstate export --format parquet --out DIR")
+        if not glob.glob(os.path.join(glob.escape(args.data), "snapshots", "*", "*", "*.parquet")):
+            raise Refused(f"{args.data}: the dataset holds no snapshots yet (its exports held no dumps)")
         query, params = read_query(args.name, args.queries)
         given = {}
         for item in args.param:

@@ -729,6 +729,21 @@ fn every_portable_query_on_duckdb_equals_report() {
             "{stderr}"
         );
     }
+    // A dataset exported from a database without dumps is a dataset, but has nothing to ask.
+    let empty = dir.path().join("empty.db");
+    drop(memstate::db::open(&empty).unwrap());
+    let nothing = dir.path().join("nothing");
+    export(&[&empty], &nothing);
+    let output = Command::new("python3")
+        .arg(runner().join("parquet-query"))
+        .arg("--data")
+        .arg(&nothing)
+        .arg("churn")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("holds no snapshots yet"), "{stderr}");
 }
 
 #[test]
