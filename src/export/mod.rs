@@ -121,7 +121,7 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
                 )
                 .join(dataset::PART_FILE);
                 let fill =
-                    |row: &mut Vec<Value>| fill_time_unix(table, row, anchors.get(&partition.run));
+                    |row: &mut [Value]| fill_time_unix(table, row, anchors.get(&partition.run));
                 let rows = write_partition(
                     &database,
                     table,
@@ -136,7 +136,10 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
         }
         for (run, holders) in &survey.runs {
             for (_, run_id) in holders.iter().filter(|(holder, _)| *holder == index) {
-                for table in tables::ALL.iter().filter(|table| table.level == Level::Run) {
+                for table in tables::ALL
+                    .iter()
+                    .filter(|table| matches!(table.level, Level::Run { .. }))
+                {
                     let merged = run_tables
                         .entry((run.clone(), table.name))
                         .or_insert_with(|| Merged::new(table));
@@ -147,7 +150,7 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
     }
     for run in survey.runs.keys() {
         for (position, table) in tables::ALL.iter().enumerate() {
-            if table.level != Level::Run {
+            if table.level == Level::Node {
                 continue;
             }
             let path =
@@ -309,33 +312,45 @@ fn write_partition(
     table: &Table,
     path: &Path,
     (run_id, node): (i64, i64),
-    mut fill: impl FnMut(&mut Vec<Value>),
+    fill: impl Fn(&mut [Value]),
 ) -> Result<u64> {
     let mut statement = database
         .conn
         .prepare_cached(table.sql)
         .map_err(sql_error(database))?;
-    let mut rows = statement
-        .query([run_id, node])
+    let rows = statement
+        .query_map([run_id, node], |row| values(row, table))
         .map_err(sql_error(database))?;
+    write_rows(
+        table,
+        path,
+        rows.map(|row| {
+            let mut cells = row.map_err(sql_error(database))?;
+            fill(&mut cells);
+            Ok(cells)
+        }),
+    )
+}
+
+/// Write rows into a table's file, whole or not at all; how many. A row that could not be read
+/// leaves the file as it was and is the error returned.
+fn write_rows(
+    table: &Table,
+    path: &Path,
+    rows: impl Iterator<Item = Result<Vec<Value>>>,
+) -> Result<u64> {
     let mut failure: Option<Error> = None;
     let mut count = 0;
     dataset::write_whole(path, |file| {
         let mut writer = parquet_file::Writer::new(table, file)?;
-        loop {
-            let mut cells = match rows
-                .next()
-                .and_then(|row| row.map(|row| values(row, table)).transpose())
-            {
-                Ok(Some(cells)) => cells,
-                Ok(None) => break,
+        for row in rows {
+            match row {
+                Ok(cells) => writer.push(&cells)?,
                 Err(error) => {
-                    failure = Some(sql_error(database)(error));
-                    return Err(std::io::Error::other("reading the database failed"));
+                    failure = Some(error);
+                    return Err(std::io::Error::other("reading the rows failed"));
                 }
-            };
-            fill(&mut cells);
-            writer.push(&cells)?;
+            }
         }
         count = writer.finish()?;
         Ok(())
@@ -414,16 +429,7 @@ fn merge_run_table(mut merged: Merged, table: &Table, root: &Path, path: &Path) 
             merged.add(row);
         }
     }
-    let mut count = 0;
-    dataset::write_whole(path, |file| {
-        let mut writer = parquet_file::Writer::new(table, file)?;
-        for row in merged.rows.values() {
-            writer.push(row)?;
-        }
-        count = writer.finish()?;
-        Ok(())
-    })?;
-    Ok(count)
+    write_rows(table, path, merged.rows.into_values().map(Ok))
 }
 
 /// Rows of one run table merged by the import's rules as they are added, keyed by the table's
@@ -437,15 +443,8 @@ struct Merged {
 
 impl Merged {
     fn new(table: &Table) -> Merged {
-        let key_columns = match table.name {
-            "allocation_objects" => ["uid", "field_id", "object_id"]
-                .iter()
-                .filter_map(|name| table.column(name))
-                .collect(),
-            _ => vec![0],
-        };
         Merged {
-            key_columns,
+            key_columns: table.key_columns(),
             rows: BTreeMap::new(),
         }
     }
@@ -469,19 +468,6 @@ impl Merged {
             }
         }
     }
-
-    fn into_rows(self) -> Vec<Vec<Value>> {
-        self.rows.into_values().collect()
-    }
-}
-
-/// [`Merged`] over a whole list of rows.
-pub fn merge(table: &Table, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
-    let mut merged = Merged::new(table);
-    for row in rows {
-        merged.add(row);
-    }
-    merged.into_rows()
 }
 
 /// A value ordered as SQLite orders them (see [`sqlite_order`]), for keys.
@@ -533,6 +519,15 @@ mod tests {
 
     fn text(value: &str) -> Value {
         Value::Text(value.to_string())
+    }
+
+    /// [`Merged`] over a whole list of rows, in its order.
+    fn merge(table: &Table, rows: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+        let mut merged = Merged::new(table);
+        for row in rows {
+            merged.add(row);
+        }
+        merged.rows.into_values().collect()
     }
 
     #[test]

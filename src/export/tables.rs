@@ -24,8 +24,9 @@ pub enum Type {
 pub enum Level {
     /// `DIR/<table>/run=<run>/node=<node>/part-0.parquet`, replaced whole by each export.
     Node,
-    /// `DIR/<table>/run=<run>/part-0.parquet`, merged with what is there.
-    Run,
+    /// `DIR/<table>/run=<run>/part-0.parquet`, merged with what is there: rows with the same
+    /// `key` columns are one row, each other field the greatest given (see `export::Merged`).
+    Run { key: &'static [&'static str] },
 }
 
 /// One table of the dataset.
@@ -41,6 +42,15 @@ pub struct Table {
 impl Table {
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|(column, _)| *column == name)
+    }
+
+    /// The positions of the columns that name a row: a run table's `key`; every column of a
+    /// node table (never merged: its partition is replaced whole), so that rows are a set.
+    pub fn key_columns(&self) -> Vec<usize> {
+        match self.level {
+            Level::Run { key } => key.iter().filter_map(|name| self.column(name)).collect(),
+            Level::Node => (0..self.columns.len()).collect(),
+        }
     }
 }
 
@@ -183,7 +193,9 @@ pub const FAILED_REQUESTS: Table = Table {
 
 pub const OBJECTS: Table = Table {
     name: "objects",
-    level: Level::Run,
+    level: Level::Run {
+        key: &["object_id"],
+    },
     columns: &[
         ("object_id", Text),
         ("kind", Text),
@@ -201,7 +213,9 @@ pub const OBJECTS: Table = Table {
 
 pub const ALLOCATION_OBJECTS: Table = Table {
     name: "allocation_objects",
-    level: Level::Run,
+    level: Level::Run {
+        key: &["uid", "field_id", "object_id"],
+    },
     columns: &[
         ("uid", Text),
         ("field_id", Int),
