@@ -25,7 +25,8 @@ pub const ROW_GROUP_ROWS: usize = 500_000;
 const BATCH_ROWS: usize = 65_536;
 
 /// One cell.
-#[derive(Debug, Clone, PartialEq, PartialOrd)]
+/// (Ordered as SQLite orders values where export needs an order: `export::sqlite_order`.)
+#[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Null,
     Int(i64),
@@ -73,7 +74,7 @@ pub struct Writer<'a> {
     builders: Vec<Builder>,
     pending: usize,
     writer: ArrowWriter<&'a mut File>,
-    pub rows: u64,
+    rows: u64,
 }
 
 impl<'a> Writer<'a> {
