@@ -4,13 +4,13 @@
 
 use rusqlite::{params, Connection};
 
-use super::spans::{level, levels, reach, Change, Span, SpanList};
+use super::spans::{level, levels, reach, Change, Span, SpanList, OPEN_LEVEL};
 
-/// A table of spans: its columns, and from them how the spans containing a snapshot are read and
-/// how changes are written (the same for every span table, keyed by memory id and one column).
 /// A span's key: the memory id and the table's key column (a uid, an offset).
 pub type SpanKey = (i64, i64);
 
+/// A table of spans: its columns, and from them how the spans containing a snapshot are read and
+/// how changes are written (the same for every span table, keyed by memory id and one column).
 pub trait SpanTable {
     type Attrs: Clone + PartialEq;
 
@@ -72,7 +72,7 @@ pub trait SpanTable {
         rows_of(
             conn,
             &format!(
-                "SELECT {} FROM {} WHERE memory_id = ?1 AND level = 64",
+                "SELECT {} FROM {} WHERE memory_id = ?1 AND level = {OPEN_LEVEL}",
                 Self::COLUMNS,
                 Self::TABLE
             ),
@@ -175,9 +175,10 @@ impl AllocationAttrs {
 /// Allocation spans, keyed by (memory id, uid).
 pub struct AllocationSpans;
 
-/// The stored columns, in the order [`SpanTable::row`] and [`AllocationSpans`]'s `attrs` read them. The table keeps the kind as text (so that
-/// the views can give rows in kind order, see migrations/V4__flat_views.sql); spans in memory
-/// carry its string id like every other text, so it is looked up both ways here.
+/// The stored columns, in the order [`SpanTable::row`] and [`AllocationSpans`]'s `attrs` read
+/// them. The table keeps the kind as text (so that the views can give rows in kind order, see
+/// migrations/V4__flat_views.sql); spans in memory carry its string id like every other text, so
+/// it is looked up both ways here.
 const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
      (SELECT k.id FROM string k WHERE k.value = allocation_span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
 
@@ -190,19 +191,10 @@ fn stab<K: Ord, A>(
     seq: i64,
     row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
 ) -> rusqlite::Result<SpanList<K, A>> {
-    let mut statement = conn.prepare_cached(select)?;
-    let mut found = Vec::new();
-    for &memory_id in memory_ids {
-        for level in levels() {
-            let low = seq.saturating_sub(reach(level));
-            let mut rows = statement.query(params![memory_id, level, low, seq])?;
-            while let Some(current) = rows.next()? {
-                found.push(row(current)?);
-            }
-        }
-    }
-    found.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
-    Ok(found)
+    let each = memory_ids.iter().flat_map(|&memory_id| {
+        levels().map(move |level| (memory_id, level, seq.saturating_sub(reach(level)), seq))
+    });
+    rows_sorted(conn, select, each, row)
 }
 
 /// Every row of `select` (with `?1` a memory id) for each memory, sorted by key.
@@ -212,10 +204,25 @@ fn rows_of<K: Ord, A>(
     memory_ids: &[i64],
     row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
 ) -> rusqlite::Result<SpanList<K, A>> {
+    rows_sorted(
+        conn,
+        select,
+        memory_ids.iter().map(|&memory_id| (memory_id,)),
+        row,
+    )
+}
+
+/// The rows of `select` run once with each of `each`'s parameters, sorted by key.
+fn rows_sorted<K: Ord, A, P: rusqlite::Params>(
+    conn: &Connection,
+    select: &str,
+    each: impl IntoIterator<Item = P>,
+    row: impl Fn(&rusqlite::Row) -> rusqlite::Result<(K, Span<A>)>,
+) -> rusqlite::Result<SpanList<K, A>> {
     let mut statement = conn.prepare_cached(select)?;
     let mut found = Vec::new();
-    for &memory_id in memory_ids {
-        let mut rows = statement.query([memory_id])?;
+    for parameters in each {
+        let mut rows = statement.query(parameters)?;
         while let Some(current) = rows.next()? {
             found.push(row(current)?);
         }
