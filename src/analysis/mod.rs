@@ -1,8 +1,8 @@
 //! Answers computed from what was loaded of one or two snapshots: the layout of a memory, the
 //! allocations that block a request ([`window`] finds the cheapest place), the verdict on a failed
-//! request, and the difference between two snapshots ([`diff`]). Nothing here reads the database: the loaders
-//! of `query::load` fill these types from the public views, so every answer here can be worked out
-//! by hand from a fixture.
+//! request, and the difference between two snapshots ([`diff`]). Nothing here reads the database:
+//! the loaders of `query::load` fill these types from the public views, so every answer here can
+//! be worked out by hand from a fixture.
 
 pub mod bins;
 pub mod diff;

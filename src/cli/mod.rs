@@ -10,7 +10,8 @@ mod values;
 
 use values::{parse_wall_start, ReportName};
 pub use values::{
-    CompressionArg, FileLayoutArg, FormatArg, GroupByArg, MetricArg, SourceArg, StateArg, XAxisArg,
+    CompressionArg, ExportFormat, FileLayoutArg, FormatArg, GroupByArg, MetricArg, SourceArg,
+    StateArg, XAxisArg,
 };
 
 const AFTER_HELP: &str = "The database is --db PATH, else $MEMSTATE_DB, else memstate.db in the current folder.
@@ -508,13 +509,6 @@ pub struct ExportArgs {
     /// How the summary is printed.
     #[arg(long, value_enum, default_value_t = FormatArg::Table)]
     pub summary_format: FormatArg,
-}
-
-/// Dataset formats of `export`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
-    /// Apache Parquet, Hive-partitioned by run and node, zstd-compressed.
-    Parquet,
 }
 
 #[derive(Debug, Args)]

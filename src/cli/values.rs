@@ -17,6 +17,13 @@ pub enum FormatArg {
     Ndjson,
 }
 
+/// Dataset formats of `export` (Parquet is the only one the library writes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportFormat {
+    /// Apache Parquet, Hive-partitioned by run and node, zstd-compressed.
+    Parquet,
+}
+
 /// How the simulator lays out its dumps (the library's `sim::FileLayout`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub enum FileLayoutArg {

@@ -5,8 +5,9 @@
 //! For people every figure goes through [`crate::units`]: sizes are human (`1.5 GiB`), offsets hex,
 //! ratios three decimals, and text is made visible (a dump cannot send escape sequences to the
 //! terminal). Tables fit the terminal: a compact set of columns unless asked for all, and long text
-//! shortened, laid out by [`layout`] (columns padded to their widest cell). In csv and json every number
-//! is exact (sizes in bytes, reals with full precision) and NULL is empty (csv) or `null` (json).
+//! shortened, laid out by [`layout`] (columns padded to their widest cell). In csv and json every
+//! number is exact (sizes in bytes, reals with full precision) and NULL is empty (csv) or `null`
+//! (json).
 
 use std::io::{self, Write};
 
