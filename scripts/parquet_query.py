@@ -84,9 +84,6 @@ def memory_text(value):
 class Engine:
     """One SQL engine with the dataset's tables registered as views."""
 
-    def sql(self, query):
-        raise NotImplementedError
-
     def rows(self, query):
         """Column names and rows of a query."""
         raise NotImplementedError
