@@ -578,16 +578,9 @@ fn query_texts(conn: &Connection, sql: &str) -> Vec<String> {
 fn duckdb_equals_report(db: &Path, data: &Path, cases: &[(String, Vec<String>)]) -> usize {
     let mut with_rows = 0;
     for (name, params) in cases {
-        let mut command = Command::new("python3");
-        command
-            .arg(runner().join("parquet-query"))
-            .args(["--engine", "duckdb", "--format", "csv", "--data"])
-            .arg(data)
-            .arg(name);
-        for param in params {
-            command.args(["-p", param]);
-        }
-        let output = succeeds(&mut command);
+        let output = succeeds(
+            parquet_query(data, name, params).args(["--engine", "duckdb", "--format", "csv"]),
+        );
         let expected = report_csv(db, name, params);
         assert_eq!(
             String::from_utf8(output.stdout).unwrap(),
@@ -597,6 +590,21 @@ fn duckdb_equals_report(db: &Path, data: &Path, cases: &[(String, Vec<String>)])
         with_rows += usize::from(expected.lines().count() > 1);
     }
     with_rows
+}
+
+/// `scripts/parquet-query --data DATA NAME -p PARAM...` (the engine its default, DuckDB, unless
+/// the caller adds `--engine`).
+fn parquet_query(data: &Path, name: &str, params: &[String]) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .arg(runner().join("parquet-query"))
+        .arg("--data")
+        .arg(data)
+        .arg(name);
+    for param in params {
+        command.args(["-p", param]);
+    }
+    command
 }
 
 fn runner() -> PathBuf {
@@ -712,16 +720,7 @@ fn every_portable_query_on_duckdb_equals_report() {
         } else {
             "usage-by-kind"
         };
-        let mut command = Command::new("python3");
-        command
-            .arg(runner().join("parquet-query"))
-            .arg("--data")
-            .arg(&out)
-            .arg(name);
-        for param in &params {
-            command.args(["-p", param]);
-        }
-        let output = command.output().unwrap();
+        let output = parquet_query(&out, name, &params).output().unwrap();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{params:?}: {stderr}");
         assert!(
@@ -734,13 +733,7 @@ fn every_portable_query_on_duckdb_equals_report() {
     drop(memstate::db::open(&empty).unwrap());
     let nothing = dir.path().join("nothing");
     export(&[&empty], &nothing);
-    let output = Command::new("python3")
-        .arg(runner().join("parquet-query"))
-        .arg("--data")
-        .arg(&nothing)
-        .arg("churn")
-        .output()
-        .unwrap();
+    let output = parquet_query(&nothing, "churn", &[]).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("holds no snapshots yet"), "{stderr}");
