@@ -108,10 +108,7 @@ fn dataset(root: &Path) -> Dataset {
 fn without_import_times(mut data: Dataset) -> Dataset {
     for (path, (columns, rows)) in data.iter_mut() {
         if path.starts_with("snapshots/") {
-            let index = columns
-                .iter()
-                .position(|name| name == "imported_at")
-                .unwrap();
+            let index = column(columns, "imported_at");
             for row in rows.iter_mut() {
                 row[index] = Value::Null;
             }
