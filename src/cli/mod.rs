@@ -603,29 +603,6 @@ pub struct ManArgs {
     pub all: Option<PathBuf>,
 }
 
-impl clap::builder::TypedValueParser for ReportName {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        _command: &clap::Command,
-        _arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<String, clap::Error> {
-        Ok(value.to_string_lossy().into_owned())
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        Some(Box::new(
-            memstate::query::canned::all()
-                .into_iter()
-                .map(|query| clap::builder::PossibleValue::new(query.name)),
-        ))
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell.

@@ -88,6 +88,29 @@ pub enum XAxisArg {
 #[derive(Clone)]
 pub(super) struct ReportName;
 
+impl clap::builder::TypedValueParser for ReportName {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        _command: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        Ok(value.to_string_lossy().into_owned())
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            memstate::query::canned::all()
+                .into_iter()
+                .map(|query| clap::builder::PossibleValue::new(query.name)),
+        ))
+    }
+}
+
 /// `now` or an RFC 3339 time, as seconds since the Unix epoch.
 pub(super) fn parse_wall_start(text: &str) -> Result<i64, String> {
     if text == "now" {
