@@ -10,9 +10,11 @@ queries/portable/ (--list shows them); its rows and columns are those of
 
 Parameters take the forms `report` takes, with natural keys: snapshot_id=RUN:NODE:SEQ (split from
 the right, since a run id may hold ':'), or `latest` when the dataset holds one node;
-memory_id=0x1e00000000000002; run=RUN (default: the dataset's only run); top=N. They are put into
-the SQL as typed literals (DuckDB has no :name parameters): snapshot_id gives :snapshot_run (text),
-:snapshot_node and :snapshot_seq (BIGINT), memory_id gives :memory (text).
+memory_id=0x1e00000000000002; run=RUN (default: the dataset's only run); top=N. Each is checked
+against its type (a whole number of 64 bits, a memory id) and then bound as a parameter of the
+engine, never written into the SQL text: snapshot_id gives :snapshot_run (text), :snapshot_node and
+:snapshot_seq (integers), memory_id gives :memory (text). DuckDB takes them as $name, Spark as
+:name with `args` (Spark 3.5 or later), so a value holding quotes or backslashes stays a value.
 
 Each table of the dataset is registered as a view by its name, with `run` pinned as text and
 `node` as a 64-bit integer, whatever the partition folders look like.
@@ -61,17 +63,14 @@ def list_queries(folder):
     return sorted(name[:-4] for name in os.listdir(folder) if name.endswith(".sql"))
 
 
-def text_literal(value):
-    return "'" + value.replace("'", "''") + "'"
-
-
-def integer_literal(value, what):
+def whole_number(value, what):
+    """A parameter that must be a whole number of 64 bits, as a Python int."""
     if not re.fullmatch(r"-?\d+", value.strip()):
         raise Refused(f"{what}: {value!r} is not a whole number")
     number = int(value)
     if not -(2**63) <= number < 2**63:
         raise Refused(f"{what}: {value!r} does not fit in 64 bits")
-    return f"CAST({number} AS BIGINT)"
+    return number
 
 
 def memory_text(value):
@@ -84,8 +83,9 @@ def memory_text(value):
 class Engine:
     """One SQL engine with the dataset's tables registered as views."""
 
-    def rows(self, query):
-        """Column names and rows of a query."""
+    def rows(self, query, values=None):
+        """Column names and rows of a query whose :name markers take `values` as bound
+        parameters (typed Python values, never SQL text)."""
         raise NotImplementedError
 
 
@@ -97,16 +97,23 @@ class DuckDB(Engine):
             raise Refused(f"DuckDB is not installed ({error}); pip install duckdb") from error
         self.connection = duckdb.connect()
         for table in NODE_TABLES + RUN_TABLES:
-            depth = "*/*/*.parquet" if table in NODE_TABLES else "*/*.parquet"
-            pattern = os.path.join(data, table, depth).replace("'", "''")
+            # The files are listed here, with the folder's own glob characters escaped, and handed
+            # to DuckDB by name: a pattern built from --data would read `refA` for `ref[A]`.
+            depth = ("*", "*", "*.parquet") if table in NODE_TABLES else ("*", "*.parquet")
+            files = sorted(glob.glob(os.path.join(glob.escape(data), table, *depth)))
+            if not files:
+                raise Refused(f"{data}: the dataset has no {table} files; export it again")
+            listed = ", ".join("'" + name.replace("'", "''") + "'" for name in files)
             types = "{'run': VARCHAR, 'node': BIGINT}" if table in NODE_TABLES else "{'run': VARCHAR}"
             self.connection.execute(
-                f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', "
+                f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listed}], "
                 f"hive_partitioning = true, hive_types = {types}, union_by_name = true)"
             )
 
-    def rows(self, query):
-        cursor = self.connection.execute(query)
+    def rows(self, query, values=None):
+        # DuckDB spells a named parameter $name.
+        query, used = markers(query, values or {}, "$")
+        cursor = self.connection.execute(query, used) if used else self.connection.execute(query)
         names = [column[0] for column in cursor.description]
         return names, cursor.fetchall()
 
@@ -135,16 +142,24 @@ class Spark(Engine):
         self.spark.sparkContext.setLogLevel("ERROR")
         for table in NODE_TABLES + RUN_TABLES:
             folder = os.path.join(data, table)
-            frame = self.spark.read.option("basePath", folder).parquet(folder)
+            # Spark globs the path it reads (Hadoop's patterns): the folder's own glob characters
+            # are escaped with a backslash so that `ref[A]` reads ref[A], not refA.
+            frame = self.spark.read.option("basePath", folder).parquet(hadoop_literal(folder))
             if table in NODE_TABLES:
                 frame = frame.withColumn("node", functions.col("node").cast("bigint"))
             frame = frame.withColumn("run", functions.col("run").cast("string"))
             frame.createOrReplaceTempView(table)
 
-    def rows(self, query):
-        frame = self.spark.sql(query)
+    def rows(self, query, values=None):
+        query, used = markers(query, values or {}, ":")
+        frame = self.spark.sql(query, args=used) if used else self.spark.sql(query)
         names = frame.columns
         return names, [tuple(row) for row in frame.collect()]
+
+
+def hadoop_literal(path):
+    """A path as a Hadoop glob pattern that matches only itself."""
+    return re.sub(r"([\\\[\]{}*?])", r"\\\1", path)
 
 
 def only_run(engine):
@@ -167,7 +182,8 @@ def snapshot_parts(engine, value):
             )
         run, node = rows[0]
         _, rows = engine.rows(
-            f"SELECT max(seq) FROM snapshots WHERE run = {text_literal(run)} AND node = CAST({int(node)} AS BIGINT)"
+            "SELECT max(seq) FROM snapshots WHERE run = :run AND node = :node",
+            {"run": run, "node": int(node)},
         )
         return run, str(node), str(rows[0][0])
     parts = value.rsplit(":", 2)
@@ -176,23 +192,29 @@ def snapshot_parts(engine, value):
     return parts[0], parts[1], parts[2]
 
 
-def substitute(query, values):
-    """Put each :name in as its literal; a :name with no value is refused."""
+def markers(query, values, spelling):
+    """The query with each :name marker spelled as the engine spells a parameter, and the values
+    it uses; a :name with no value is refused. Only names are rewritten: values stay out of the
+    SQL text, bound by the engine."""
+    used = {}
 
     def replace(match):
         name = match.group(1)
         if name not in values:
             raise Refused(f"the query needs :{name}, which no parameter gives")
-        return values[name]
+        used[name] = values[name]
+        return spelling + name
 
     # Skip quoted text and comments, so a ':' inside them is left alone.
     pieces = re.split(r"('(?:[^']|'')*'|--[^\n]*)", query)
     for index in range(0, len(pieces), 2):
         pieces[index] = re.sub(r"(?<![:\w]):([A-Za-z_]\w*)", replace, pieces[index])
-    return "".join(pieces)
+    return "".join(pieces), used
 
 
-def literals(engine, params, given):
+def parameters(engine, params, given):
+    """The query's parameters as typed values: text for a run and a memory, Python ints for the
+    rest; a value not of its type is refused."""
     for key in given:
         if key not in params:
             raise Refused(f"unknown parameter {key!r} (this query takes: {', '.join(params) or 'none'})")
@@ -200,23 +222,22 @@ def literals(engine, params, given):
     for name, default in params.items():
         value = given.get(name, default)
         if name == "run":
-            values["run"] = text_literal(value if value is not None else only_run(engine))
+            values["run"] = value if value is not None else only_run(engine)
             continue
         if value is None:
             raise Refused(f"-p {name}=VALUE is needed")
         if name == "snapshot_id":
             run, node, seq = snapshot_parts(engine, value)
-            values["snapshot_run"] = text_literal(run)
-            values["snapshot_node"] = integer_literal(node, "snapshot_id's node")
-            values["snapshot_seq"] = integer_literal(seq, "snapshot_id's seq")
+            values["snapshot_run"] = run
+            values["snapshot_node"] = whole_number(node, "snapshot_id's node")
+            values["snapshot_seq"] = whole_number(seq, "snapshot_id's seq")
         elif name == "memory_id":
-            values["memory"] = text_literal(memory_text(value))
+            values["memory"] = memory_text(value)
         elif name == "top":
-            # LIMIT takes a 32-bit INT in Spark: a bare literal, at most 2^31 - 1 (as many rows).
-            integer_literal(value, name)
-            values[name] = str(min(max(int(value), 0), 2**31 - 1))
+            # LIMIT takes a 32-bit INT in Spark: at most 2^31 - 1 (as many rows).
+            values[name] = min(max(whole_number(value, name), 0), 2**31 - 1)
         else:
-            values[name] = integer_literal(value, name)
+            values[name] = whole_number(value, name)
     return values
 
 
@@ -280,9 +301,9 @@ def main(argv=None):
                 raise Refused(f"-p {item!r}: write key=value")
             given[key] = value
         engine = DuckDB(args.data) if args.engine == "duckdb" else Spark(args.data)
-        values = literals(engine, params, given)
+        values = parameters(engine, params, given)
         check_selectors(engine, values)
-        names, rows = engine.rows(substitute(query, values))
+        names, rows = engine.rows(query, values)
     except Refused as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -306,22 +327,40 @@ def check_selectors(engine, values):
     """Refuse a run, snapshot or memory the dataset does not hold, as `report` does, rather
     than answer with no rows."""
     if "run" in values:
-        _, rows = engine.rows(f"SELECT count(*) FROM snapshots WHERE run = {values['run']}")
+        _, rows = engine.rows("SELECT count(*) FROM snapshots WHERE run = :run", values)
         if rows[0][0] == 0:
             _, runs = engine.rows("SELECT DISTINCT run FROM snapshots ORDER BY run")
             shown = ", ".join(repr(row[0]) for row in runs[:20])
             raise Refused(f"run: no such run in the dataset (it holds: {shown or 'none'})")
     if "snapshot_run" in values:
-        where = (
-            f"run = {values['snapshot_run']} AND node = {values['snapshot_node']}"
-        )
-        _, rows = engine.rows(f"SELECT count(*) FROM snapshots WHERE {where} AND seq = {values['snapshot_seq']}")
+        where = "run = :snapshot_run AND node = :snapshot_node"
+        _, rows = engine.rows(f"SELECT count(*) FROM snapshots WHERE {where} AND seq = :snapshot_seq", values)
         if rows[0][0] == 0:
             raise Refused("snapshot_id: no such snapshot in the dataset")
         if "memory" in values:
-            _, rows = engine.rows(f"SELECT count(*) FROM memories WHERE {where} AND memory = {values['memory']}")
+            _, rows = engine.rows(f"SELECT count(*) FROM memories WHERE {where} AND memory = :memory", values)
             if rows[0][0] == 0:
                 raise Refused("memory_id: no such memory on the snapshot's node")
+
+
+# What `memstate report` escapes in its table (src/units.rs, `visible`): control characters and
+# the bidirectional marks that reorder a line on screen.
+SHOWN_AS_ESCAPE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text):
+    """Text from the data made safe for a terminal, as `memstate report` shows it: a control
+    character is written as an escape (\\x1b, \\n, \\u{202e}), so a value cannot move the cursor,
+    clear the screen or retitle the window. csv is machine-readable and written as it is."""
+
+    def escape(match):
+        c = match.group(0)
+        named = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+        if c in named:
+            return named[c]
+        return "\\x%02x" % ord(c) if ord(c) < 0x100 else "\\u{%x}" % ord(c)
+
+    return SHOWN_AS_ESCAPE.sub(escape, text)
 
 
 def write(form, names, rows, out):
@@ -331,7 +370,7 @@ def write(form, names, rows, out):
         for row in rows:
             writer.writerow([exact(value) for value in row])
         return
-    cells = [names] + [[exact(value) for value in row] for row in rows]
+    cells = [[visible(name) for name in names]] + [[visible(exact(value)) for value in row] for row in rows]
     widths = [max(len(row[column]) for row in cells) for column in range(len(names))]
     for number, row in enumerate(cells):
         out.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() + "\n")

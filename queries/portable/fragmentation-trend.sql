@@ -3,7 +3,7 @@
 --
 -- The portable form of queries/fragmentation-trend.sql: the same columns and rows, in the same order, from the
 -- Parquet dataset of `memstate export`, in DuckDB and Spark SQL (scripts/parquet-query registers
--- its tables as views and puts the parameters in as typed literals: snapshot_id=RUN:NODE:SEQ gives
+-- its tables as views and binds the parameters as typed values: snapshot_id=RUN:NODE:SEQ gives
 -- :snapshot_run, :snapshot_node and :snapshot_seq, memory_id=0x... gives :memory).
 --
 -- @param run  text  the run (runs.run)

@@ -12,6 +12,7 @@ mod fuzz;
 mod hardening;
 mod house;
 mod outputs;
+mod parquet_runner;
 mod queries;
 mod reader;
 mod schema;
