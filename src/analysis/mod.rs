@@ -11,6 +11,7 @@ pub mod window;
 use serde::Serialize;
 
 use crate::dump::figures::{self, gaps, merge};
+use crate::dump::model::Unknown;
 use crate::dump::{Range, State};
 pub use diff::{diff, Change, ChangeKind, Placed};
 pub use window::{cheapest_window, Window};
@@ -62,6 +63,9 @@ pub struct Layout {
     pub holes: Vec<Range>,
     /// Sorted by offset.
     pub allocations: Vec<AllocationInfo>,
+    /// What the dump did not know: the figures that depend on it are stand-ins, not facts.
+    #[serde(skip)]
+    pub unknown: Unknown,
 }
 
 impl Layout {
@@ -92,6 +96,33 @@ impl Layout {
 
     pub fn fragmentation(&self) -> f64 {
         figures::fragmentation(self.largest_hole, self.free_bytes)
+    }
+
+    /// The capacity, when the dump knows it.
+    pub fn known_capacity(&self) -> Option<u64> {
+        (!self.unknown.capacity).then_some(self.capacity)
+    }
+
+    /// Bytes used, when the dump lists every allocation.
+    pub fn known_used(&self) -> Option<u64> {
+        (!self.unknown.allocations).then(|| self.used_bytes())
+    }
+
+    /// Free bytes in total, when capacity and allocations are known (placement need not be).
+    pub fn known_free(&self) -> Option<u64> {
+        (!self.unknown.capacity && !self.unknown.allocations).then_some(self.free_bytes)
+    }
+
+    /// The largest hole, when where everything lies is known.
+    pub fn known_largest_hole(&self) -> Option<u64> {
+        self.unknown.holes_known().then_some(self.largest_hole)
+    }
+
+    /// The largest range collection could make, when where everything lies is known.
+    pub fn known_largest_reclaimable(&self) -> Option<u64> {
+        self.unknown
+            .holes_known()
+            .then_some(self.largest_reclaimable)
     }
 }
 
@@ -245,16 +276,21 @@ pub enum Verdict {
     Fragmentation,
     /// A hole is big enough now (the memory changed since the request failed).
     Fits,
+    /// The input does not say enough to tell (its capacity, or where its allocations lie, is
+    /// unknown) and the known figures decide nothing.
+    #[serde(rename = "cannot-tell")]
+    CannotTell,
 }
 
 impl Verdict {
+    /// From the known figures only: fewer free bytes in total than the request is exhaustion
+    /// whatever the placement; otherwise, without the holes, it cannot be told.
     pub fn of(layout: &Layout, size: u64) -> Verdict {
-        if layout.free_bytes < size {
-            Verdict::Exhaustion
-        } else if layout.largest_hole < size {
-            Verdict::Fragmentation
-        } else {
-            Verdict::Fits
+        match (layout.known_free(), layout.known_largest_hole()) {
+            (Some(free), _) if free < size => Verdict::Exhaustion,
+            (Some(_), Some(largest)) if largest < size => Verdict::Fragmentation,
+            (Some(_), Some(_)) => Verdict::Fits,
+            _ => Verdict::CannotTell,
         }
     }
 
@@ -263,6 +299,7 @@ impl Verdict {
             Verdict::Exhaustion => "exhaustion",
             Verdict::Fragmentation => "fragmentation",
             Verdict::Fits => "fits",
+            Verdict::CannotTell => "cannot-tell",
         }
     }
 }
@@ -295,9 +332,14 @@ pub struct OomFinding {
     pub kind: Option<String>,
     pub provenance: Option<String>,
     pub note: Option<String>,
-    pub free_bytes: u64,
-    pub largest_hole: u64,
-    pub largest_reclaimable: u64,
+    /// The figures the input knows; `None` (JSON null) for what it does not say.
+    pub capacity: Option<u64>,
+    pub used_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub largest_hole: Option<u64>,
+    pub largest_reclaimable: Option<u64>,
+    /// What the input does not say about the memory (format v1's `unknown`).
+    pub unknown: Vec<&'static str>,
     pub verdict: Verdict,
     /// Whether collecting every collectable allocation and finishing the pending releases would
     /// make a range big enough.
@@ -321,12 +363,21 @@ pub fn finding(layout: &Layout, request: &Request) -> OomFinding {
         kind: request.kind.clone(),
         provenance: request.provenance.clone(),
         note: request.note.clone(),
-        free_bytes: layout.free_bytes,
-        largest_hole: layout.largest_hole,
-        largest_reclaimable: layout.largest_reclaimable,
+        capacity: layout.known_capacity(),
+        used_bytes: layout.known_used(),
+        free_bytes: layout.known_free(),
+        largest_hole: layout.known_largest_hole(),
+        largest_reclaimable: layout.known_largest_reclaimable(),
+        unknown: layout.unknown.names(),
         verdict: Verdict::of(layout, size),
-        solved_by_collection: layout.largest_reclaimable >= size,
-        blockers: blockers(layout, size, alignment),
+        solved_by_collection: layout
+            .known_largest_reclaimable()
+            .is_some_and(|largest| largest >= size),
+        blockers: if layout.unknown.holes_known() {
+            blockers(layout, size, alignment)
+        } else {
+            None
+        },
     }
 }
 
@@ -473,14 +524,17 @@ pub fn advice(finding: &OomFinding, layout: &Layout) -> String {
     if finding.verdict == Verdict::Fits {
         return "a hole is big enough now: the memory changed after the request failed; retrying it would succeed".to_string();
     }
+    if finding.verdict == Verdict::CannotTell {
+        return cannot_tell(finding, layout);
+    }
     if finding.solved_by_collection {
         return format!(
             "collection would make room: freeing the collectable allocations and finishing the pending releases gives a {} range; collect before retrying (or lower what keeps them cached)",
-            human(finding.largest_reclaimable)
+            human(finding.largest_reclaimable.unwrap_or(0))
         );
     }
     if finding.verdict == Verdict::Exhaustion {
-        let missing = finding.size.saturating_sub(finding.free_bytes);
+        let missing = finding.size.saturating_sub(finding.free_bytes.unwrap_or(0));
         return format!(
             "the memory is too small for this: it would need at least {} ({missing} bytes) more free, even with no fragmentation; give it more capacity or free other allocations",
             human(missing)
@@ -506,6 +560,26 @@ pub fn advice(finding: &OomFinding, layout: &Layout) -> String {
             human(blockers.opens)
         ),
         None => "the request is larger than the whole memory".to_string(),
+    }
+}
+
+/// What a "cannot tell" finding says: which figures are known, what they leave open, and what
+/// input would tell.
+fn cannot_tell(finding: &OomFinding, layout: &Layout) -> String {
+    use crate::units::human;
+    let _ = layout;
+    let tell = "a report that prints the instances' addresses (Legate 26.01 or later), or a memstate dump of this memory, would tell";
+    match finding.free_bytes {
+        Some(free) => format!(
+            "cannot tell why: {} are free in total, enough for the {} request, but the input does not say where they lie, so fragmentation, alignment or per-instance overhead could each explain the failure; {tell}",
+            human(free),
+            human(finding.size)
+        ),
+        None if finding.capacity.is_none() => format!(
+            "cannot tell why: the input does not print the memory's capacity{}, so how much of it was free is unknown; an input that prints the capacity and what the memory holds (Legate's whole report, from 24.11 on; a Realm allocator status), or a memstate dump of this memory, would tell",
+            finding.used_bytes.map(|used| format!(" ({} are known to be held)", human(used))).unwrap_or_default()
+        ),
+        None => "cannot tell why: the input does not list everything the memory holds (it was cut off), so how much of it was free is unknown; the whole report, or a memstate dump of this memory, would tell".to_string(),
     }
 }
 

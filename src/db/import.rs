@@ -395,8 +395,8 @@ impl Writer<'_, '_> {
         let mut insert_state = self.tx.prepare_cached(
             "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
                                        hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
-                                       unaccounted_bytes, holes_listed)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                                       unaccounted_bytes, holes_listed, unknown)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?;
         let mut insert_failed = self.tx.prepare_cached(
             "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note)

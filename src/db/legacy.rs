@@ -70,12 +70,12 @@ pub(super) fn stored_matches(
     let mut memories: HashMap<i64, (i64, Vec<rusqlite::types::Value>)> = HashMap::new();
     let mut statement = conn.prepare(
         "SELECT m.handle, m.id, ms.capacity, ms.alignment, ms.allocation_count, ms.used_bytes, ms.free_bytes, ms.hole_count,
-                ms.largest_hole, ms.fragmentation, ms.reclaimable_bytes, ms.largest_reclaimable, ms.unaccounted_bytes, ms.holes_listed
+                ms.largest_hole, ms.fragmentation, ms.reclaimable_bytes, ms.largest_reclaimable, ms.unaccounted_bytes, ms.holes_listed, ms.unknown
          FROM memory_state ms JOIN memory m ON m.id = ms.memory_id WHERE ms.snapshot_id = ?1",
     )?;
     let mut rows = statement.query([snapshot_id])?;
     while let Some(row) = rows.next()? {
-        let figures = (2..14)
+        let figures = (2..15)
             .map(|index| row.get::<_, rusqlite::types::Value>(index))
             .collect::<rusqlite::Result<Vec<_>>>()?;
         memories.insert(row.get(0)?, (row.get(1)?, figures));

@@ -44,7 +44,7 @@ pub(super) fn allocation_attrs(
 
 /// A memory's stored figures at a snapshot, in the order of `memory_state`'s columns after its
 /// key (capacity to holes_listed).
-pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value; 12] {
+pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value; 13] {
     [
         Value::Integer(size_bits(figures.capacity)),
         memory.alignment.map_or(Value::Null, |alignment| {
@@ -60,6 +60,7 @@ pub(super) fn figure_values(memory: &Memory, figures: &MemoryFigures) -> [Value;
         Value::Integer(size_bits(figures.largest_reclaimable)),
         Value::Integer(size_bits(figures.unaccounted_bytes)),
         Value::Integer(i64::from(memory.listed_holes.is_some())),
+        memory.unknown.text().map_or(Value::Null, Value::Text),
     ]
 }
 

@@ -91,6 +91,10 @@ pub fn subtract(ranges: &[Range], cut: &[Range]) -> Vec<Range> {
 
 /// The memory's holes: its listed free list, or else the gaps no allocation of any state covers.
 pub fn holes(memory: &Memory) -> Vec<Range> {
+    // Holes between stand-in places or up to a stand-in capacity would be made up.
+    if !memory.unknown.holes_known() {
+        return Vec::new();
+    }
     match &memory.listed_holes {
         Some(listed) => listed.clone(),
         None => gaps(
@@ -201,6 +205,22 @@ pub fn figures(memory: &Memory, holes: &[Range]) -> MemoryFigures {
             .saturating_sub(free_bytes),
         None => 0,
     };
+    if !memory.unknown.holes_known() {
+        // What the dump does not know is no figure: only the free bytes in total, when capacity
+        // and allocations are known (the database shows the rest as NULL, by `unknown`).
+        return MemoryFigures {
+            capacity: memory.capacity,
+            allocation_count: memory.allocations.len() as u64,
+            used_bytes,
+            free_bytes: memory.capacity.saturating_sub(used_bytes),
+            hole_count: 0,
+            largest_hole: 0,
+            fragmentation: 0.0,
+            reclaimable_bytes,
+            largest_reclaimable: 0,
+            unaccounted_bytes: 0,
+        };
+    }
     MemoryFigures {
         capacity: memory.capacity,
         allocation_count: memory.allocations.len() as u64,

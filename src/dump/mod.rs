@@ -165,6 +165,10 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
                 .number(request.time_ns)
                 .text(optional(request.note));
         }
+        // Only when set, so digests of dumps that know everything stay as they were.
+        if let Some(unknown) = memory.unknown.text() {
+            packed.text(Some("unknown")).text(Some(&unknown));
+        }
         packed.flush(&mut hasher);
     }
     hasher.digest128().to_le_bytes()

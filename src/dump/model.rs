@@ -190,6 +190,59 @@ pub struct Memory {
     /// The allocator's own free list, sorted by offset, when the dump lists one.
     pub listed_holes: Option<Vec<Range>>,
     pub failed_requests: Vec<FailedRequest>,
+    /// What the producer did not know about this memory (format v1's `unknown`).
+    pub unknown: Unknown,
+}
+
+/// What a dump says it does not know about a memory: its figures that depend on it are unknown,
+/// whatever stand-in values the dump writes to stay valid.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Unknown {
+    /// The capacity written is a stand-in (at least the end of the last allocation).
+    pub capacity: bool,
+    /// The offsets written are stand-ins: where the allocations lie is not known.
+    pub placement: bool,
+    /// The allocations listed may not be all the memory holds.
+    pub allocations: bool,
+}
+
+impl Unknown {
+    /// The names format v1 writes, in order.
+    pub const NAMES: [&'static str; 3] = ["capacity", "placement", "allocations"];
+
+    pub fn any(self) -> bool {
+        self.capacity || self.placement || self.allocations
+    }
+
+    /// Whether the holes (and so free bytes, the largest hole, fragmentation) are known.
+    pub fn holes_known(self) -> bool {
+        !self.any()
+    }
+
+    pub fn names(self) -> Vec<&'static str> {
+        let flags = [self.capacity, self.placement, self.allocations];
+        Self::NAMES
+            .iter()
+            .zip(flags)
+            .filter_map(|(name, set)| set.then_some(*name))
+            .collect()
+    }
+
+    /// From format v1's names; `None` for a name it does not define.
+    pub fn set(&mut self, name: &str) -> Option<()> {
+        match name {
+            "capacity" => self.capacity = true,
+            "placement" => self.placement = true,
+            "allocations" => self.allocations = true,
+            _ => return None,
+        }
+        Some(())
+    }
+
+    /// As the database stores it: the names joined by commas, `None` when all is known.
+    pub fn text(self) -> Option<String> {
+        self.any().then(|| self.names().join(","))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Hash)]

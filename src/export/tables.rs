@@ -105,10 +105,11 @@ pub const MEMORY_STATS: Table = Table {
         ("unaccounted_bytes", Int),
         ("alignment", Int),
         ("holes_listed", Int),
+        ("unknown", Text),
     ],
     sql: "SELECT s.seq, m.handle, ms.capacity, ms.allocation_count, ms.used_bytes, ms.free_bytes, \
           ms.hole_count, ms.largest_hole, ms.fragmentation, ms.reclaimable_bytes, \
-          ms.largest_reclaimable, ms.unaccounted_bytes, ms.alignment, ms.holes_listed \
+          ms.largest_reclaimable, ms.unaccounted_bytes, ms.alignment, ms.holes_listed, ms.unknown \
           FROM memories m \
           JOIN memory_stats ms ON ms.memory_id = m.memory_id \
           JOIN snapshots s ON s.snapshot_id = ms.snapshot_id \

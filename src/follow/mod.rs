@@ -91,8 +91,12 @@ fn failures(prepared: &dump::Prepared) -> Vec<(String, u64, &'static str)> {
     let mut found = Vec::new();
     for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
         for request in &memory.failed_requests {
-            let verdict = if figures.free_bytes < request.size {
+            let unknown = memory.unknown;
+            let free_known = !unknown.capacity && !unknown.allocations;
+            let verdict = if free_known && figures.free_bytes < request.size {
                 "exhaustion: fewer free bytes than asked for"
+            } else if !unknown.holes_known() {
+                "cannot tell: the dump does not say where its free bytes lie, or how many there are"
             } else if figures.largest_hole < request.size {
                 "fragmentation: enough free bytes, but no hole big enough"
             } else {

@@ -63,7 +63,8 @@ pub fn memory_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
         conn,
         "SELECT m.memory_id, m.run, m.node, m.handle, m.kind, m.name,
                 (SELECT max(capacity) FROM memory_stats ms WHERE ms.memory_id = m.memory_id) AS capacity,
-                (SELECT count(*) FROM memory_stats ms WHERE ms.memory_id = m.memory_id) AS snapshots
+                (SELECT count(*) FROM memory_stats ms WHERE ms.memory_id = m.memory_id) AS snapshots,
+                (SELECT max(unknown) FROM memory_stats ms WHERE ms.memory_id = m.memory_id) AS unknown
          FROM memories m
          WHERE ?1 IS NULL OR m.run = ?1
          ORDER BY m.run, m.node, m.handle",
@@ -81,7 +82,7 @@ pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
         let sql = format!(
             "SELECT t.snapshot_id, t.run, t.node, t.seq, t.handle, t.kind, t.capacity, t.allocation_count,
                     t.used_bytes, t.free_bytes, t.hole_count, t.largest_hole, t.fragmentation,
-                    t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes, t.memory_id
+                    t.reclaimable_bytes, t.largest_reclaimable, t.unaccounted_bytes, t.unknown, t.memory_id
              FROM memory_trend t
              WHERE t.snapshot_id = ?1 AND t.memory_id {}",
             memories.sql
@@ -115,7 +116,29 @@ pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
         }
     }
     let result = result.ok_or_else(|| Error::Usage("no memory selected".to_string()))?;
-    Ok(result.compact(&[&["snapshot_id", "node", "seq", "handle", "kind"], FIGURES].concat()))
+    let shown = [
+        &["snapshot_id", "node", "seq", "handle", "kind"],
+        FIGURES,
+        unknown_shown(&result),
+    ]
+    .concat();
+    Ok(result.compact(&shown))
+}
+
+/// The `unknown` column, for the compact text form, when any row has one (its figures then
+/// read as blanks: the input does not say them).
+fn unknown_shown(table: &Table) -> &'static [&'static str] {
+    let any = table.column("unknown").is_some_and(|column| {
+        table
+            .rows
+            .iter()
+            .any(|row| !matches!(row.get(column), None | Some(Cell::Null)))
+    });
+    if any {
+        &["unknown"]
+    } else {
+        &[]
+    }
 }
 
 /// Filters of the `allocations` command.
@@ -211,7 +234,7 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
     let result = table(
         conn,
         "SELECT run, node, seq, time_s, reason, handle, kind, used_bytes, free_bytes, hole_count,
-                largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable
+                largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable, unknown
          FROM memory_trend
          WHERE (?1 IS NULL OR run = ?1)
            AND (?2 IS NULL OR (handle = ?3 OR (?3 IS NULL AND kind = ?2)))
@@ -222,7 +245,13 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
             optional_text(handle.as_deref()),
         ],
     )?;
-    Ok(result.compact(&[&["node", "seq", "time_s", "handle", "kind"], FIGURES].concat()))
+    let shown = [
+        &["node", "seq", "time_s", "handle", "kind"],
+        FIGURES,
+        unknown_shown(&result),
+    ]
+    .concat();
+    Ok(result.compact(&shown))
 }
 
 /// The SQL for the sum of an integer column that may pass 2^63 - 1 (sizes reach it): summed in

@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{query_error, MemoryFilter};
 use crate::analysis::{AllocationInfo, FailedAt, Layout, OomMark, Placed, Request, Series};
-use crate::dump::{Range, State};
+use crate::dump::{Range, State, Unknown};
 use crate::error::{Error, Result};
 
 pub(super) fn to_u64(value: i64) -> u64 {
@@ -59,6 +59,15 @@ pub fn hole_layouts(
 /// node's memories: as cheap as one memory's search only for one memory).
 const ONE_BY_ONE: usize = 32;
 
+/// The stored `unknown` names, back as flags (a name this build does not know is ignored).
+fn unknown_of(text: Option<&str>) -> Unknown {
+    let mut unknown = Unknown::default();
+    for name in text.unwrap_or("").split(',') {
+        let _ = unknown.set(name.trim());
+    }
+    unknown
+}
+
 fn load_layouts(
     conn: &Connection,
     snapshot_id: i64,
@@ -82,7 +91,7 @@ fn load_layouts(
     let mut statement = conn
         .prepare(&format!(
             "SELECT s.run, s.node, s.seq, s.time_ns, m.handle, m.kind, ms.capacity, ms.alignment, ms.free_bytes, ms.largest_hole,
-                    ms.largest_reclaimable, ms.holes_listed, s.run_id, ms.memory_id
+                    ms.largest_reclaimable, ms.holes_listed, s.run_id, ms.memory_id, ms.unknown
              FROM memory_stats ms
              JOIN snapshots s ON s.snapshot_id = ms.snapshot_id
              JOIN memories m ON m.memory_id = ms.memory_id
@@ -104,14 +113,16 @@ fn load_layouts(
                     time_ns: row.get(3)?,
                     handle: row.get(4)?,
                     kind: row.get(5)?,
-                    capacity: to_u64(row.get(6)?),
+                    // NULL where the dump did not know (see `unknown`): 0 stands in.
+                    capacity: row.get::<_, Option<i64>>(6)?.map_or(0, to_u64),
                     alignment: row.get::<_, Option<i64>>(7)?.map(to_u64),
-                    free_bytes: to_u64(row.get(8)?),
-                    largest_hole: to_u64(row.get(9)?),
-                    largest_reclaimable: to_u64(row.get(10)?),
+                    free_bytes: row.get::<_, Option<i64>>(8)?.map_or(0, to_u64),
+                    largest_hole: row.get::<_, Option<i64>>(9)?.map_or(0, to_u64),
+                    largest_reclaimable: row.get::<_, Option<i64>>(10)?.map_or(0, to_u64),
                     holes_listed: row.get(11)?,
                     holes: Vec::new(),
                     allocations: Vec::new(),
+                    unknown: unknown_of(row.get::<_, Option<String>>(14)?.as_deref()),
                 },
                 row.get::<_, i64>(12)?,
             ))
@@ -161,6 +172,16 @@ fn load_layouts(
                 .allocations
                 .sort_by_key(|allocation| (allocation.offset, allocation.size));
             layout.holes.sort_by_key(|hole| hole.offset);
+            if layout.unknown.capacity {
+                // A stand-in to draw against: the end of what is known to be there.
+                layout.capacity = layout
+                    .allocations
+                    .iter()
+                    .map(|allocation| allocation.offset.saturating_add(allocation.size))
+                    .max()
+                    .unwrap_or(0)
+                    .max(1);
+            }
             layouts.push(layout);
         }
     }
@@ -436,8 +457,9 @@ pub struct Recent {
     pub snapshot_id: i64,
     pub seq: i64,
     pub time_s: f64,
-    pub free_bytes: u64,
-    pub largest_hole: u64,
+    /// `None` where the dump did not know.
+    pub free_bytes: Option<u64>,
+    pub largest_hole: Option<u64>,
 }
 
 /// A memory's figures at its last `count` snapshots up to and including `snapshot_id`, oldest first.
@@ -460,8 +482,8 @@ pub fn recent_figures(
                 snapshot_id: row.get(0)?,
                 seq: row.get(1)?,
                 time_s: row.get(2)?,
-                free_bytes: to_u64(row.get(3)?),
-                largest_hole: to_u64(row.get(4)?),
+                free_bytes: row.get::<_, Option<i64>>(3)?.map(to_u64),
+                largest_hole: row.get::<_, Option<i64>>(4)?.map(to_u64),
             })
         })
         .map_err(query_error)?;

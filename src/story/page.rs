@@ -45,6 +45,7 @@ pub fn marked_failure(story: &Story) -> html::Marked {
         Verdict::Exhaustion => "Exhaustion",
         Verdict::Fragmentation => "Fragmentation",
         Verdict::Fits => "Fits now",
+        Verdict::CannotTell => "Cannot tell",
     };
     html::Marked {
         snapshot_id: finding.snapshot_id,

@@ -33,6 +33,9 @@ pub fn story_table(stories: &[Story]) -> Table {
         "advice",
         "map_link",
         "snapshot_note",
+        "capacity",
+        "used_bytes",
+        "unknown",
     ];
     let rows = stories
         .iter()
@@ -51,9 +54,9 @@ pub fn story_table(stories: &[Story]) -> Table {
                 Cell::optional_text(finding.kind.as_deref()),
                 Cell::optional_text(finding.provenance.as_deref()),
                 Cell::optional_text(finding.note.as_deref()),
-                Cell::count(finding.free_bytes),
-                Cell::count(finding.largest_hole),
-                Cell::count(finding.largest_reclaimable),
+                Cell::optional_count(finding.free_bytes),
+                Cell::optional_count(finding.largest_hole),
+                Cell::optional_count(finding.largest_reclaimable),
                 Cell::text(finding.verdict.as_str()),
                 Cell::json(&finding.solved_by_collection),
                 finding.blockers.as_ref().map_or(Cell::Null, Cell::json),
@@ -75,6 +78,9 @@ pub fn story_table(stories: &[Story]) -> Table {
             row.push(Cell::text(story.advice.clone()));
             row.push(Cell::text(story.link.clone()));
             row.push(Cell::optional_text(story.snapshot_note.as_deref()));
+            row.push(Cell::optional_count(finding.capacity));
+            row.push(Cell::optional_count(finding.used_bytes));
+            row.push(Cell::json(&finding.unknown));
             row
         })
         .collect();

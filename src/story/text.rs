@@ -38,15 +38,14 @@ pub fn describe_story(
         Verdict::Exhaustion => "EXHAUSTION: fewer free bytes than the request",
         Verdict::Fragmentation => "FRAGMENTATION: enough free bytes, but no hole is big enough",
         Verdict::Fits => "a hole is big enough now (the memory changed since the request failed)",
+        Verdict::CannotTell => "CANNOT TELL: the input does not say enough (see unknown)",
     };
-    let collection = if finding.solved_by_collection {
-        format!("WOULD make room: collecting everything collectable and finishing pending releases gives a {} range", human(finding.largest_reclaimable))
-    } else {
-        format!(
-            "would NOT make room: the largest range it could make is {}",
-            human(finding.largest_reclaimable)
-        )
+    let collection = match finding.largest_reclaimable {
+        Some(largest) if finding.solved_by_collection => format!("WOULD make room: collecting everything collectable and finishing pending releases gives a {} range", human(largest)),
+        Some(largest) => format!("would NOT make room: the largest range it could make is {}", human(largest)),
+        None => "unknown: where the allocations lie is not known".to_string(),
     };
+    let known = |figure: Option<u64>| figure.map_or_else(|| "unknown".to_string(), human);
     writeln!(
         out,
         "Out of memory in {}:",
@@ -79,11 +78,29 @@ pub fn describe_story(
             .map(|provenance| format!(" from {}", visible(provenance)))
             .unwrap_or_default()
     )?;
+    if !finding.unknown.is_empty() {
+        writeln!(
+            out,
+            "  unknown         {} (the input does not say)",
+            finding.unknown.join(", ")
+        )?;
+        writeln!(
+            out,
+            "  capacity        {}; used {}",
+            known(finding.capacity),
+            known(finding.used_bytes)
+        )?;
+    }
     writeln!(
         out,
-        "  free            {} in holes; largest hole {}",
-        human(finding.free_bytes),
-        human(finding.largest_hole)
+        "  free            {} {}; largest hole {}",
+        known(finding.free_bytes),
+        if finding.largest_hole.is_some() {
+            "in holes"
+        } else {
+            "in total (where is unknown)"
+        },
+        known(finding.largest_hole)
     )?;
     writeln!(out, "  verdict         {verdict}")?;
     match story.previous {
@@ -104,18 +121,18 @@ pub fn describe_story(
             human(finding.size)
         )?;
         for recent in &story.recent {
-            let fits = if recent.largest_hole >= finding.size {
-                "fits"
-            } else {
-                "too small"
+            let fits = match recent.largest_hole {
+                Some(largest) if largest >= finding.size => "fits",
+                Some(_) => "too small",
+                None => "unknown",
             };
             writeln!(
                 out,
                 "    seq {:>5}  {:>9} s  free {:>10}  largest hole {:>10}  {fits}",
                 recent.seq,
                 seconds(recent.time_s),
-                human(recent.free_bytes),
-                human(recent.largest_hole)
+                known(recent.free_bytes),
+                known(recent.largest_hole)
             )?;
         }
     }

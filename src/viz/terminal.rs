@@ -14,6 +14,11 @@ pub struct Style {
     pub color: bool,
 }
 
+/// A figure, or "unknown" when the input does not say it.
+fn known(figure: Option<u64>) -> String {
+    figure.map_or_else(|| "unknown".to_string(), human)
+}
+
 fn letter(fill: Option<Fill>) -> char {
     match fill {
         Some(Fill::Valid) => 'V',
@@ -90,13 +95,25 @@ pub fn draw(
         visible(&layout.kind),
         layout.node,
         layout.seq,
-        human(layout.capacity),
-        human(layout.free_bytes),
-        layout.holes.len(),
-        human(layout.largest_hole),
-        ratio(layout.fragmentation()),
-        human(layout.largest_reclaimable),
+        known(layout.known_capacity()),
+        known(layout.known_free()),
+        if layout.unknown.holes_known() { layout.holes.len().to_string() } else { "unknown".to_string() },
+        known(layout.known_largest_hole()),
+        if layout.unknown.holes_known() { ratio(layout.fragmentation()) } else { "unknown".to_string() },
+        known(layout.known_largest_reclaimable()),
     )?;
+    if layout.unknown.any() {
+        writeln!(
+            out,
+            "  unknown: {} (the input does not say){}",
+            layout.unknown.names().join(", "),
+            if layout.unknown.placement {
+                "; the allocations are drawn in stand-in places, end to end"
+            } else {
+                ""
+            }
+        )?;
+    }
     let painted = segments(layout);
     let row: String = cells(&painted, start, end, style.width.max(1))
         .into_iter()

@@ -92,7 +92,7 @@ fn views_give_unix_time_from_wall_clocks_and_a_label_per_series() {
         time_of("clocks", 3, 0)
     );
     assert_eq!(time_of("noclock", 0, 0), None);
-    // memory_trend: the same times, and the series label, as its last two columns.
+    // memory_trend: the same times, and the series label, before `unknown` (V6).
     let mut statement = conn
         .prepare("SELECT * FROM memory_trend WHERE run = 'clocks' AND node = 2 ORDER BY seq")
         .unwrap();
@@ -100,7 +100,10 @@ fn views_give_unix_time_from_wall_clocks_and_a_label_per_series() {
         .column_names()
         .map(|name| name.to_string())
         .collect();
-    assert_eq!(&names[names.len() - 2..], ["time_unix", "series"]);
+    assert_eq!(
+        &names[names.len() - 3..],
+        ["time_unix", "series", "unknown"]
+    );
     let rows: Vec<(f64, String)> = statement
         .query_map([], |row| Ok((row.get("time_unix")?, row.get("series")?)))
         .unwrap()

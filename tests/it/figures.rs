@@ -257,6 +257,7 @@ fn random_memory(random: &mut Random) -> Memory {
         allocations,
         listed_holes,
         failed_requests: Vec::new(),
+        unknown: Default::default(),
     }
 }
 

@@ -34,6 +34,7 @@ impl Parser<'_> {
                 "allocations",
                 "holes",
                 "failed_requests",
+                "unknown",
             ],
             path,
         )?;
@@ -75,7 +76,30 @@ impl Parser<'_> {
                 failed_requests.push(self.failed_request(value, &requests_path.index(index))?);
             }
         }
+        let mut unknown = Unknown::default();
+        if let Some(value) = self.optional(&map, "unknown") {
+            let unknown_path = path.key("unknown");
+            for (index, value) in self.array(value, &unknown_path)?.iter().enumerate() {
+                let name = value.as_str().unwrap_or("");
+                if unknown.names().contains(&name) {
+                    return Err(self.error(
+                        &unknown_path.index(index),
+                        format!("{name:?} is named more than once"),
+                    ));
+                }
+                if unknown.set(name).is_none() {
+                    return Err(self.error(
+                        &unknown_path.index(index),
+                        format!(
+                            "expected one of \"capacity\", \"placement\", \"allocations\", found {}",
+                            super::values::describe(value)
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(Memory {
+            unknown,
             id,
             kind,
             name,
