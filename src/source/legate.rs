@@ -1,42 +1,68 @@
 //! Legate's out-of-memory report: what the base mapper logs when an instance cannot be allocated
-//! (legate `src/cpp/legate/mapping/detail/base_mapper.cc`, `report_failed_mapping`), in every
-//! released form: the iostream one (sizes as plain numbers), the `fmt` one with digit-grouped
-//! sizes (`1,048,576`), and instances with or without `at address 0x...`:
+//! (`report_failed_mapping`), in every released form. Read line by line; every line may carry
+//! Realm's log prefix or not (a report pasted into an issue), and any other output may surround
+//! it. The forms (quoted with their releases in `tests/it/sources.rs`):
 //!
 //! ```text
-//! Failed to allocate N bytes on memory HEX (of kind KIND) for region requirement(s) {..} of Task NAME[PROVENANCE] (UID U)
+//! legate.core 23.x (one message, `%llx` memory id, the kind's description after a colon):
+//! Mapper LIB on Node N failed to allocate N bytes on memory HEX (of kind KIND: DESC) for region requirement I of Task NAME[PROV] (UID U).
+//! This means Legate was unable to reserve ouf of its memory pool ...
+//! legate 24.03-24.06 (the same through LEGATE_ABORT, the memory id in decimal):
+//! Legate called abort at FILE:LINE in report_failed_mapping_(): Mapper LIB on Node N failed to allocate ...
+//! legate 24.11-25.08 (one logger line each), 25.10+ (fmt, sizes digit-grouped `1,048,576`):
+//! Failed to allocate N bytes on memory HEX (of kind KIND) for region requirement(s) {0, 1} of Task NAME[PROV] (UID U)
 //!   corresponding to a LogicalStore allocated at SITE
-//! There is not enough space because Legate is reserving T of the available C bytes for the following LogicalStores:
+//! NOTE: Rerun with LEGATE_CONFIG="--provenance" to get more information on allocation sites.   (26.01+)
+//! There is not enough space because Legate is reserving T of the available C bytes[ (minus the eager pool allocation)] for the following LogicalStores:
 //! LogicalStore allocated at SITE:
-//!   Instance HEX of size N [at address 0xA ]covering elements DOMAIN [of multiple stores]
-//!     created for an operation launched at PROVENANCE
+//!   Instance HEX of size N covering elements DOMAIN [of multiple stores]                     (to 25.10)
+//!   Instance HEX at address HEX of size N covering elements DOMAIN [of multiple stores]      (26.01+)
+//!     created for an operation launched at PROV
 //! ```
 //!
-//! Each line may carry Realm's log prefix; the lines of one report are those of its node and
-//! thread (ranks merged into one log interleave). One report is one snapshot (reason `oom`) of
-//! the failed memory: its instances as valid allocations (an instance listed under several stores
-//! once), the request as a failed request. The memory's base is not printed: offsets are from the
-//! lowest address listed, the absolute address kept in `attrs`; without addresses the instances
-//! are placed end to end and the snapshot's note says that offsets are unknown.
+//! The lines of one report are those of its node and thread (ranks merged into one log
+//! interleave); lines without a prefix go with the report last read. A report's parts are found
+//! anywhere in a line, so a copy that joined two lines into one reads the same.
+//!
+//! One report is one snapshot (reason `oom`) of the failed memory: its instances as valid
+//! allocations (an instance listed under several stores once), the request as a failed request.
+//! Only what the report prints is claimed; the rest is written as unknown (format v1's
+//! `unknown`): the capacity without `of the available C bytes`; the placement without addresses
+//! (or with addresses that overlap), the instances then in stand-in places end to end; the
+//! allocations when the report is cut off before `reserving T`. Bytes reserved (`T`) beyond the
+//! instances listed are one allocation of kind `unlisted`, placed nowhere known. The memory's base
+//! is not printed: offsets are from the lowest address, the address kept in `attrs`.
 
 use std::collections::HashMap;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Map};
 
 use super::log::{self, LogLine};
-use super::{grouped_number, id_text, Found};
-use crate::dump::parse::parse_id_text;
+use super::{grouped_number, id_text, Found, Kind, LineReader, Source};
 use crate::error::{Error, Result};
 
-const FAILED: &str = "Failed to allocate ";
+/// The report's first line, as every release words it (`Failed` or `failed`).
+const HEADER: &str = "ailed to allocate ";
+const ON_MEMORY: &str = " bytes on memory ";
 
-/// Whether a text holds a Legate out-of-memory report.
-pub fn looks_like(text: &str) -> bool {
-    text.lines()
-        .any(|line| line.contains(FAILED) && line.contains(" bytes on memory "))
+pub struct Legate;
+
+impl Source for Legate {
+    fn kind(&self) -> Kind {
+        Kind::LegateOom
+    }
+    fn name(&self) -> &'static str {
+        "legate-oom"
+    }
+    fn described(&self) -> &'static str {
+        "a Legate out-of-memory report (no \"failed to allocate N bytes on memory M\" line)"
+    }
+    fn line_reader(&self) -> Option<Box<dyn LineReader>> {
+        Some(Box::<Reader>::default())
+    }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Instance {
     id: u64,
     size: u64,
@@ -56,83 +82,220 @@ struct Report {
     memory: u64,
     kind: String,
     provenance: Option<String>,
-    operation: String,
+    asked: String,
     request_sites: Vec<String>,
+    /// The 23.x-24.06 form (`Mapper NAME on Node N failed to allocate`), which lists nothing
+    /// the memory holds.
+    lists_nothing: bool,
+    reserved: Option<u64>,
     capacity: Option<u64>,
     store: Option<String>,
     instances: Vec<Instance>,
 }
 
-/// The `Failed to allocate` line: size, memory, kind, and what asked.
-fn failed_line(message: &str, line: &LogLine, number: usize) -> Option<Report> {
-    let rest = &message[message.find(FAILED)? + FAILED.len()..];
-    let (size, rest) = rest.split_once(" bytes on memory ")?;
-    let size = grouped_number(size.trim())?;
-    let (memory, rest) = rest.split_once(" (of kind ")?;
-    let memory = parse_id_text(memory.trim())?;
-    let (kind, rest) = rest.split_once(')')?;
-    let asked = rest
-        .trim_start()
-        .strip_prefix("for ")
-        .unwrap_or(rest)
-        .trim();
-    // `region requirement(s) {1} of Task NAME[PROVENANCE] (UID 8)`
-    let (head, uid) = match asked.rfind(" (UID ") {
-        Some(at) => (&asked[..at], asked[at + 6..].trim_end_matches(')')),
-        None => (asked, ""),
+/// The parts a report line holds, by the words that start them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Part {
+    RequestSite,
+    Note,
+    Reserving,
+    Store,
+    Instance,
+    CreatedFor,
+    Advice,
+}
+
+const PARTS: &[(&str, Part)] = &[
+    (
+        "corresponding to a LogicalStore allocated at ",
+        Part::RequestSite,
+    ),
+    ("NOTE: Rerun with", Part::Note),
+    (
+        "There is not enough space because Legate is reserving ",
+        Part::Reserving,
+    ),
+    ("LogicalStore allocated at ", Part::Store),
+    ("Instance ", Part::Instance),
+    ("created for an operation launched at ", Part::CreatedFor),
+    ("This means Legate was unable", Part::Advice),
+];
+
+/// Where each part starts in a text, in order: (start of its words, its text after them).
+fn parts(text: &str) -> Vec<(usize, Part, &str)> {
+    let mut found: Vec<(usize, usize, Part)> = Vec::new();
+    for &(words, part) in PARTS {
+        for (at, _) in text.match_indices(words) {
+            let before = &text[..at];
+            let ok = match part {
+                Part::Store => !before.ends_with("corresponding to a "),
+                Part::Instance => {
+                    (before.is_empty() || before.ends_with(char::is_whitespace))
+                        && text[at + words.len()..].starts_with(|c: char| c.is_ascii_hexdigit())
+                }
+                _ => true,
+            };
+            if ok {
+                found.push((at, words.len(), part));
+            }
+        }
+    }
+    found.sort_by_key(|&(at, _, _)| at);
+    let mut out = Vec::with_capacity(found.len());
+    for (index, &(at, length, part)) in found.iter().enumerate() {
+        let end = found.get(index + 1).map_or(text.len(), |next| next.0);
+        out.push((at, part, &text[at + length..end]));
+    }
+    out
+}
+
+/// A memory id as the releases print it: hex (`%llx`, `{:x}`, `std::hex`, maybe `0x`), or, in
+/// 24.03-24.06, decimal. A Realm memory id has its type tag (0x1e) in the top bits, so a decimal
+/// one has 19 or 20 digits and a hex one at most 16.
+fn memory_id(text: &str) -> Option<u64> {
+    let text = text.trim();
+    if let Some(hex) = text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
+        return hex_id(hex);
+    }
+    if text.len() > 16 && text.bytes().all(|byte| byte.is_ascii_digit()) {
+        return text.parse().ok();
+    }
+    hex_id(text)
+}
+
+fn hex_id(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let text = text.strip_prefix("0x").unwrap_or(text);
+    if text.is_empty() || text.len() > 16 || !text.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(text, 16).ok()
+}
+
+/// The number a text starts with (digit-grouped or not), and the rest.
+fn leading_number(text: &str) -> Option<(u64, &str)> {
+    let text = text.trim_start();
+    let end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == ',' || c == '\''))
+        .unwrap_or(text.len());
+    let digits = text[..end].trim_end_matches([',', '\'']);
+    Some((grouped_number(digits)?, &text[digits.len()..]))
+}
+
+fn bad(display: &str, line: usize, message: impl Into<String>) -> Error {
+    Error::input(format!("{display}:{line}"), "", message)
+}
+
+/// The report's first line: size, memory, kind, what asked, the node `on Node N` names.
+fn header(
+    message: &str,
+    line: &LogLine,
+    number: usize,
+    display: &str,
+) -> Result<Option<(Report, usize)>> {
+    let Some(at) = message.find(HEADER) else {
+        return Ok(None);
     };
-    let (operation, provenance) = match (head.rfind('['), head.ends_with(']')) {
-        (Some(open), true) => (&head[..open], Some(&head[open + 1..head.len() - 1])),
-        _ => (head, None),
+    let rest = &message[at + HEADER.len()..];
+    let Some((size, rest)) = rest.split_once(ON_MEMORY) else {
+        return Ok(None);
     };
-    let provenance = provenance
-        .filter(|provenance| !provenance.is_empty() && *provenance != "unknown provenance")
-        .map(str::to_string);
-    let operation = if uid.is_empty() {
-        operation.to_string()
-    } else {
-        format!("{operation} (UID {uid})")
+    let size = grouped_number(size.trim()).ok_or_else(|| {
+        bad(
+            display,
+            number,
+            format!("a Legate report's request size {size:?} is not a number"),
+        )
+    })?;
+    let id_end = rest.find([' ', '(', '.']).unwrap_or(rest.len());
+    let memory = memory_id(&rest[..id_end]).ok_or_else(|| {
+        bad(
+            display,
+            number,
+            format!(
+                "a Legate report's memory {:?} is not a memory id",
+                &rest[..id_end]
+            ),
+        )
+    })?;
+    let rest = &rest[id_end..];
+    let (kind, asked) = match rest.trim_start().strip_prefix("(of kind ") {
+        Some(rest) => {
+            let end = rest.find([':', ')']).unwrap_or(rest.len());
+            let asked = rest
+                .find(") for ")
+                .map_or("", |at| &rest[at + ") for ".len()..]);
+            (rest[..end].trim(), asked)
+        }
+        None => ("", ""),
     };
-    Some(Report {
+    // What asked ends where the next part (a joined line) or Legate's advice starts.
+    let asked_end = parts(asked).first().map_or(asked.len(), |&(at, _, _)| at);
+    let asked = asked[..asked_end].trim().trim_end_matches('.');
+    let head = match asked.rfind(" (UID ") {
+        Some(at) => &asked[..at],
+        None => asked,
+    };
+    let provenance = match (head.rfind('['), head.ends_with(']')) {
+        (Some(open), true) => Some(&head[open + 1..head.len() - 1]),
+        _ => None,
+    }
+    .filter(|provenance| !provenance.is_empty() && *provenance != "unknown provenance")
+    .map(str::to_string);
+    let node = line.node.or_else(|| {
+        let before = &message[..at];
+        let after = &before[before.rfind(" on Node ")? + " on Node ".len()..];
+        let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    });
+    let report = Report {
         line: number,
-        node: line.node.unwrap_or(0),
+        node: node.unwrap_or(0),
         time_ns: log::time_ns(line.seconds),
         size,
         memory,
-        kind: kind.trim().to_string(),
+        kind: if kind.is_empty() { "unknown" } else { kind }.to_string(),
         provenance,
-        operation,
+        asked: asked.to_string(),
         request_sites: Vec::new(),
+        lists_nothing: message[..at].ends_with('f') && message[..at].contains("Mapper "),
+        reserved: None,
         capacity: None,
         store: None,
         instances: Vec::new(),
-    })
+    };
+    let tail = parts(&message[at..])
+        .first()
+        .map_or(message.len(), |&(start, _, _)| at + start);
+    Ok(Some((report, tail)))
 }
 
-/// `Instance HEX of size N [at address 0xA ]covering elements DOMAIN [of multiple stores]`
-fn instance_line(text: &str) -> Option<Instance> {
-    let rest = text.strip_prefix("Instance ")?;
-    let (id, rest) = rest.split_once(" of size ")?;
-    let id = parse_id_text(id.trim())?;
-    let (size, rest) = match rest.split_once(' ') {
-        Some((size, rest)) => (size, rest),
-        None => (rest, ""),
-    };
-    let size = grouped_number(size)?;
-    let (address, rest) = match rest.strip_prefix("at address ") {
-        Some(rest) => {
-            let (address, rest) = rest.split_once(' ').unwrap_or((rest, ""));
-            (Some(parse_id_text(address.trim_end_matches(','))?), rest)
-        }
-        None => (None, rest),
-    };
+/// `HEX [at address HEX] of size N covering elements DOMAIN [of multiple stores]`, after `Instance `.
+fn instance(text: &str) -> Option<Instance> {
+    let id_end = text.find(' ')?;
+    let id = hex_id(&text[..id_end])?;
+    let mut rest = text[id_end..].trim_start();
+    let mut address = None;
+    if let Some(after) = rest.strip_prefix("at address ") {
+        let end = after.find(' ').unwrap_or(after.len());
+        address = Some(hex_id(after[..end].trim_end_matches(','))?);
+        rest = after[end..].trim_start();
+    }
+    let (size, mut rest) = leading_number(rest.strip_prefix("of size ")?)?;
+    rest = rest.trim_start();
+    // 22.x-era copies print the address after the size.
+    if let Some(after) = rest.strip_prefix("at address ") {
+        let end = after.find(' ').unwrap_or(after.len());
+        address = address.or(hex_id(after[..end].trim_end_matches(',')));
+        rest = after[end..].trim_start();
+    }
     let rest = rest.trim();
     let (elements, multiple) = match rest.strip_suffix("of multiple stores") {
         Some(elements) => (elements.trim(), true),
         None => (rest, false),
     };
     let elements = elements
-        .strip_prefix("covering elements ")
+        .strip_prefix("covering elements")
         .unwrap_or(elements)
         .trim();
     Some(Instance {
@@ -145,44 +308,127 @@ fn instance_line(text: &str) -> Option<Instance> {
     })
 }
 
-/// One line that belongs to an open report.
-fn feed(report: &mut Report, message: &str) {
-    let text = message.trim();
-    const RESERVING: &str = "Legate is reserving ";
-    if let Some(at) = text.find(RESERVING) {
-        // `T of the available C bytes`
-        let rest = &text[at + RESERVING.len()..];
-        if let Some((_, after)) = rest.split_once(" of the available ") {
-            if let Some((capacity, _)) = after.split_once(" bytes") {
-                report.capacity = grouped_number(capacity.trim());
+/// Feed a report the parts of a text; whether the text held any.
+fn feed(report: &mut Report, text: &str, number: usize, display: &str) -> Result<bool> {
+    let found = parts(text);
+    for &(_, part, body) in &found {
+        match part {
+            Part::RequestSite => report.request_sites.push(body.trim().to_string()),
+            Part::Reserving => {
+                if let Some((reserved, rest)) = leading_number(body) {
+                    report.reserved = Some(reserved);
+                    if let Some(rest) = rest.trim_start().strip_prefix("of the available ") {
+                        report.capacity = leading_number(rest).map(|(capacity, _)| capacity);
+                    }
+                }
+            }
+            Part::Store => {
+                let site = body.trim();
+                report.store = Some(site.strip_suffix(':').unwrap_or(site).trim().to_string());
+            }
+            Part::Instance => match instance(body) {
+                Some(mut instance) => {
+                    instance.store = report.store.clone();
+                    report.instances.push(instance);
+                }
+                None if body.contains(" of size ") => {
+                    return Err(bad(
+                        display,
+                        number,
+                        format!(
+                            "a Legate report's instance line cannot be read: \"Instance {}\"",
+                            body.trim()
+                        ),
+                    ))
+                }
+                None => {}
+            },
+            Part::CreatedFor => {
+                if let Some(last) = report.instances.last_mut() {
+                    last.provenance = Some(body.trim().to_string());
+                }
+            }
+            Part::Note | Part::Advice => {}
+        }
+    }
+    Ok(!found.is_empty())
+}
+
+/// Reports being read: open ones by (node, thread), the one unprefixed lines go with.
+#[derive(Default)]
+struct Reader {
+    reports: Vec<Report>,
+    open: HashMap<(i64, String), usize>,
+    last: Option<usize>,
+}
+
+impl LineReader for Reader {
+    fn line(&mut self, number: usize, line: &LogLine, display: &str) -> Result<()> {
+        let message = line.message;
+        let key = line
+            .node
+            .map(|node| (node, line.thread.unwrap_or("").to_string()));
+        if message.contains(HEADER) {
+            if let Some((mut report, tail)) = header(message, line, number, display)? {
+                feed(&mut report, &message[tail..], number, display)?;
+                let index = self.reports.len();
+                self.reports.push(report);
+                if let Some(key) = key {
+                    self.open.insert(key, index);
+                }
+                self.last = Some(index);
+                return Ok(());
             }
         }
-    }
-    const CORRESPONDING: &str = "corresponding to a LogicalStore allocated at ";
-    if let Some(at) = text.find(CORRESPONDING) {
-        let site = &text[at + CORRESPONDING.len()..];
-        // A report whose lines were joined goes on with `There is not enough space ...`.
-        let site = site
-            .split(" There is not enough space")
-            .next()
-            .unwrap_or(site);
-        report.request_sites.push(site.trim().to_string());
-        return;
-    }
-    if let Some(site) = text.strip_prefix("LogicalStore allocated at ") {
-        report.store = Some(site.trim_end_matches(':').trim().to_string());
-        return;
-    }
-    if let Some(mut instance) = instance_line(text) {
-        instance.store = report.store.clone();
-        report.instances.push(instance);
-        return;
-    }
-    if let Some(provenance) = text.strip_prefix("created for an operation launched at ") {
-        if let Some(last) = report.instances.last_mut() {
-            last.provenance = Some(provenance.trim().to_string());
+        let target = match &key {
+            Some(key) => self.open.get(key).copied(),
+            None => self.last,
+        };
+        let Some(index) = target else {
+            return Ok(());
+        };
+        if message.trim().is_empty() {
+            return Ok(());
         }
+        // A line of the report's own thread (or, unprefixed, any line) that is none of its
+        // parts ends it.
+        if !feed(&mut self.reports[index], message, number, display)? {
+            match key {
+                Some(key) => {
+                    self.open.remove(&key);
+                }
+                None => self.last = None,
+            }
+        } else if key.is_some() {
+            self.last = Some(index);
+        }
+        Ok(())
     }
+
+    fn finish(self: Box<Self>, display: &str) -> Result<Vec<Found>> {
+        self.reports
+            .into_iter()
+            .map(|report| snapshot(report, display))
+            .collect()
+    }
+}
+
+/// Whether ranges, sorted by start, overlap.
+fn overlapping(instances: &[&Instance]) -> bool {
+    let mut ranges: Vec<(u64, u64)> = instances
+        .iter()
+        .filter_map(|i| Some((i.address?, i.address?.checked_add(i.size)?)))
+        .collect();
+    if ranges.len() != instances.len() {
+        return true;
+    }
+    ranges.sort_unstable();
+    ranges.windows(2).any(|pair| pair[0].1 > pair[1].0)
+}
+
+/// A stand-in uid for the bytes reserved beyond the instances listed (stable per memory).
+fn unlisted_uid(memory: u64) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(&[b"unlisted".as_slice(), &memory.to_le_bytes()].concat())
 }
 
 /// The snapshot a report tells of.
@@ -200,24 +446,55 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         }
     }
     instances.retain(|instance| instance.size > 0);
-    let addressed = !instances.is_empty() && instances.iter().all(|i| i.address.is_some());
+    let listed: u64 = instances
+        .iter()
+        .map(|i| i.size)
+        .fold(0, u64::saturating_add);
+    let unlisted = report
+        .reserved
+        .map_or(0, |reserved| reserved.saturating_sub(listed));
+    let refs: Vec<&Instance> = instances.iter().collect();
+    let addressed = !instances.is_empty() && !overlapping(&refs);
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut notes = vec!["Legate out-of-memory report".to_string()];
+    if report.capacity.is_none() {
+        unknown.push("capacity");
+        notes.push("capacity not printed".to_string());
+    }
+    if report.reserved.is_none() {
+        unknown.push("allocations");
+        notes.push(if report.lists_nothing {
+            "this form of the report (Legate before 24.11) does not list what the memory holds"
+                .to_string()
+        } else {
+            "cut off before \"reserving\": the instances it holds are not all known".to_string()
+        });
+    }
+    if (!addressed && !instances.is_empty()) || unlisted > 0 {
+        unknown.push("placement");
+        notes.push(if unlisted > 0 {
+            format!("{unlisted} reserved bytes are not listed as instances: where they lie is not known")
+        } else if instances.iter().any(|i| i.address.is_some()) {
+            "instance addresses overlap: placement unknown, instances in stand-in places end to end".to_string()
+        } else {
+            "no addresses printed: placement unknown, instances in stand-in places end to end".to_string()
+        });
+    } else if addressed {
+        notes.push("offsets from the lowest instance address (the memory's base is not printed); the holes may include Legate's eager pool, which the report does not list".to_string());
+    }
     let base = instances
         .iter()
         .filter_map(|i| i.address)
         .min()
         .unwrap_or(0);
-    let mut notes = Vec::new();
     let mut next = 0u64;
     let mut allocations = Vec::new();
     for instance in &instances {
         let offset = match instance.address {
             Some(address) if addressed => address - base,
-            _ => {
-                let offset = next;
-                next = next.saturating_add(instance.size);
-                offset
-            }
+            _ => next,
         };
+        next = next.max(offset.saturating_add(instance.size));
         let mut attrs = Map::new();
         if let Some(address) = instance.address {
             attrs.insert("address".into(), json!(format!("0x{address:x}")));
@@ -248,46 +525,28 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         }
         allocations.push(allocation);
     }
-    if !addressed && !instances.is_empty() {
-        notes.push("offsets unknown: the report prints no addresses, so its instances are placed end to end".to_string());
+    if unlisted > 0 {
+        allocations.push(json!({
+            "uid": id_text(unlisted_uid(report.memory)),
+            "kind": "unlisted",
+            "state": "valid",
+            "offset": next,
+            "size": unlisted,
+            "label": "reserved by Legate, not listed in the report",
+        }));
+        next = next.saturating_add(unlisted);
     }
-    let end = allocations
-        .iter()
-        .filter_map(|a| a["offset"].as_u64()?.checked_add(a["size"].as_u64()?))
-        .max()
-        .unwrap_or(0);
     let capacity = match report.capacity {
         Some(capacity) if capacity > 0 => capacity,
-        _ => {
-            notes.push("capacity not printed (the report was cut short): taken as the end of its last instance plus the request".to_string());
-            end.saturating_add(report.size).max(1)
-        }
+        // Unknown: the stand-in is the least the memory holds (format v1 wants one).
+        _ => next.max(1),
     };
-    if end > capacity {
-        return Err(Error::input(
-            format!("{display}:{}", report.line),
-            "",
-            format!("the instances listed reach {end} bytes past the lowest address, beyond the memory's {capacity} bytes: not a report memstate can place"),
+    if next > capacity {
+        return Err(bad(
+            display,
+            report.line,
+            format!("the instances listed reach {next} bytes past the lowest address, beyond the memory's {capacity} bytes: not a report memstate can place"),
         ));
-    }
-    let mut request = json!({
-        "size": report.size,
-        "kind": "instance",
-        "time_ns": report.time_ns,
-    });
-    let mut asked = report.operation.clone();
-    if !report.request_sites.is_empty() {
-        asked.push_str(&format!(
-            "; the LogicalStore allocated at {}",
-            report.request_sites.join(", ")
-        ));
-    }
-    request["note"] = json!(asked);
-    if let Some(provenance) = &report.provenance {
-        request["provenance"] = json!(provenance);
-    }
-    if report.size == 0 {
-        request = Value::Null;
     }
     let mut memory = json!({
         "id": id_text(report.memory),
@@ -295,10 +554,28 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         "capacity": capacity,
         "allocations": allocations,
     });
-    if !request.is_null() {
+    if !unknown.is_empty() {
+        memory["unknown"] = json!(unknown);
+    }
+    if report.size > 0 {
+        let mut asked = report.asked.clone();
+        if !report.request_sites.is_empty() {
+            asked.push_str(&format!(
+                "; the LogicalStore allocated at {}",
+                report.request_sites.join(", ")
+            ));
+        }
+        let mut request = json!({
+            "size": report.size,
+            "kind": "instance",
+            "time_ns": report.time_ns,
+            "note": asked,
+        });
+        if let Some(provenance) = &report.provenance {
+            request["provenance"] = json!(provenance);
+        }
         memory["failed_requests"] = json!([request]);
     }
-    notes.insert(0, "Legate out-of-memory report".to_string());
     Ok(Found {
         line: report.line,
         node: report.node,
@@ -309,29 +586,33 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
     })
 }
 
-/// Every report of a log, in file order.
-pub fn read(text: &str, display: &str) -> Result<Vec<Found>> {
-    let mut reports: Vec<Report> = Vec::new();
-    let mut open: HashMap<(Option<i64>, Option<String>), usize> = HashMap::new();
-    for (index, raw) in text.lines().enumerate() {
-        let line = log::parse(raw);
-        let key = (line.node, line.thread.map(str::to_string));
-        if line.message.contains(FAILED) {
-            if let Some(mut report) = failed_line(line.message, &line, index + 1) {
-                // A report whose lines were joined into one goes on on this line (`feed` finds
-                // its parts anywhere in a line).
-                feed(&mut report, line.message);
-                open.insert(key, reports.len());
-                reports.push(report);
-                continue;
-            }
-        }
-        if let Some(&report) = open.get(&key) {
-            feed(&mut reports[report], line.message);
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_ids_in_hex_and_in_decimal() {
+        assert_eq!(memory_id("1e00000000000003"), Some(0x1e00000000000003));
+        assert_eq!(memory_id("0x1e00000000000003"), Some(0x1e00000000000003));
+        // 24.03-24.06 stream `target_memory.id` in decimal.
+        assert_eq!(memory_id("2161727821137838083"), Some(0x1e00000000000003));
+        assert_eq!(memory_id("zz"), None);
     }
-    reports
-        .into_iter()
-        .map(|report| snapshot(report, display))
-        .collect()
+
+    #[test]
+    fn parts_are_found_in_joined_lines() {
+        let text = "  corresponding to a LogicalStore allocated at a.py:3 LogicalStore allocated at b.py:5:   Instance 4000000000000001 of size 8 covering elements <0>..<1>";
+        let found: Vec<Part> = parts(text).into_iter().map(|(_, part, _)| part).collect();
+        assert_eq!(found, vec![Part::RequestSite, Part::Store, Part::Instance]);
+        let instance = instance("4000000000000001 at address 7f00 of size 1,024 covering elements <0>..<127> of multiple stores").unwrap();
+        assert_eq!(
+            (
+                instance.id,
+                instance.address,
+                instance.size,
+                instance.multiple
+            ),
+            (0x4000000000000001, Some(0x7f00), 1024, true)
+        );
+    }
 }

@@ -3,29 +3,38 @@
 //! the one parser and validator of [`crate::dump`], as a dump written by a runtime would: parsing
 //! a foreign input and validating what it says stay apart (as atuin's importers do).
 //!
-//! - [`legate`]: Legate's out-of-memory report (the base mapper's `report_failed_mapping`).
-//! - [`realm`]: Realm's range allocator status (`BasicRangeAllocator::dump_allocator_status`).
+//! Each kind is one [`Source`], listed once in [`SOURCES`]:
+//! - [`legate`]: Legate's out-of-memory report (the base mapper's `report_failed_mapping`), every
+//!   released form.
+//! - [`realm`]: Legion's default mapper's failed allocation and Realm's range allocator status
+//!   (`BasicRangeAllocator::dump_allocator_status`).
 //! - [`torch`]: PyTorch's CUDA allocator snapshots (the pickle `_dump_snapshot` writes), read by
 //!   [`pickle`], which never runs code.
 //!
-//! The kind is found from the content (`--source auto`), or forced. Common rules: one snapshot per
-//! report or status block; the node from Realm's log prefix (0 without one); seq increasing in
-//! file order per node; the run from `--run`, else the file's stem; `snapshots.source` names the
-//! file and line. An input that is none of these, or not the kind forced, is refused whole.
+//! The kind is found by trying (`--source auto`), or forced: a pickle is told by its header; a
+//! file whose first JSON value starts at its first byte (not a Realm log prefix, `[0 - 7f..]`) and
+//! parses is memstate's own; anything else is read as a log, line by line (memory independent of
+//! its length), by every log source at once, and is refused once, naming the kinds tried, when
+//! none finds anything. Common rules: one snapshot per report or status block; the node from
+//! Realm's log prefix (0 without one); seq increasing in file order per node; the run from
+//! `--run`, else the file's stem; `snapshots.source` names the file and line.
 
 pub mod legate;
+mod lines;
 mod log;
 pub mod pickle;
 pub mod realm;
 pub mod torch;
 
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::BufRead;
 
 use serde_json::Value;
 
 use crate::dump::read::{self, Input, Limits, Record};
 use crate::error::{Error, Result};
+pub use lines::Lines;
+pub use log::LogLine;
 
 /// What kind of input a file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,26 +54,52 @@ impl Kind {
         match self {
             Kind::Auto => "auto",
             Kind::Memstate => "memstate",
-            Kind::LegateOom => "legate-oom",
-            Kind::RealmAllocator => "realm-allocator",
-            Kind::TorchSnapshot => "torch-snapshot",
+            other => source_of(other).map_or("auto", |source| source.name()),
         }
     }
+}
 
-    /// What the refusal of an input that is not of this kind says it is not.
-    fn described(self) -> &'static str {
-        match self {
-            Kind::Auto => "a memstate dump, a Legate out-of-memory report, a Realm allocator status or a PyTorch allocator snapshot",
-            Kind::Memstate => "a memstate dump",
-            Kind::LegateOom => {
-                "a Legate out-of-memory report (no \"Failed to allocate N bytes on memory\" line)"
-            }
-            Kind::RealmAllocator => {
-                "a Realm allocator status (no \"allocated_range_idx:\" and \"%%Stats%%\" lines)"
-            }
-            Kind::TorchSnapshot => "a PyTorch allocator snapshot (not a pickle)",
-        }
+/// One kind of foreign input: its name, how it is told, how it is read.
+pub trait Source: Sync {
+    /// The kind `--source` names it by.
+    fn kind(&self) -> Kind;
+    /// Its `--source` name.
+    fn name(&self) -> &'static str;
+    /// What an input of this kind holds, for the refusal of one that holds none of it.
+    fn described(&self) -> &'static str;
+    /// Whether an input's first bytes are of this kind by their form (a pickle's header). Logs
+    /// claim nothing here: they are told by finding their lines.
+    fn claims(&self, _head: &[u8]) -> bool {
+        false
     }
+    /// For a log source: a reader to feed the log's lines to.
+    fn line_reader(&self) -> Option<Box<dyn LineReader>> {
+        None
+    }
+    /// Read an input whole (a source that is not a log).
+    fn read_whole(
+        &self,
+        reader: &mut dyn BufRead,
+        display: &str,
+        limits: Limits,
+        options: &Options,
+    ) -> Result<Vec<Found>> {
+        let _ = (reader, limits, options);
+        Err(refused(display, &[self.described().to_string()]))
+    }
+}
+
+/// A log source's reader: fed every line of a log in order, then asked what it found.
+pub trait LineReader {
+    fn line(&mut self, number: usize, line: &LogLine, display: &str) -> Result<()>;
+    fn finish(self: Box<Self>, display: &str) -> Result<Vec<Found>>;
+}
+
+/// Every source memstate reads, once.
+pub static SOURCES: &[&dyn Source] = &[&torch::Torch, &legate::Legate, &realm::Realm];
+
+fn source_of(kind: Kind) -> Option<&'static dyn Source> {
+    SOURCES.iter().copied().find(|source| source.kind() == kind)
 }
 
 /// How to read foreign inputs.
@@ -90,7 +125,8 @@ pub struct Found {
     pub memories: Vec<Value>,
 }
 
-/// The run an input's dumps belong to: `--run`, else the file's stem (`job.log` -> `job`).
+/// The run an input's dumps belong to: `--run`, else the file's name without its compression
+/// and last extension (`job.log` -> `job`, `legate-24.11.log.gz` -> `legate-24.11`).
 fn run_of(display: &str, options: &Options) -> String {
     if let Some(run) = &options.run {
         return run.clone();
@@ -99,11 +135,22 @@ fn run_of(display: &str, options: &Options) -> String {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let stem = name.split('.').next().unwrap_or("").to_string();
+    let mut stem = name.as_str();
+    for compressed in [".gz", ".zst", ".zstd", ".xz", ".bz2"] {
+        stem = stem.strip_suffix(compressed).unwrap_or(stem);
+    }
+    if let Some((base, extension)) = stem.rsplit_once('.') {
+        if !base.is_empty()
+            && !extension.is_empty()
+            && !extension.bytes().all(|b| b.is_ascii_digit())
+        {
+            stem = base;
+        }
+    }
     if stem.is_empty() || display == "-" {
         "stdin".to_string()
     } else {
-        stem
+        stem.to_string()
     }
 }
 
@@ -141,52 +188,78 @@ fn dumps(found: Vec<Found>, display: &str, options: &Options) -> Vec<Record> {
         .collect()
 }
 
-/// The kind a foreign input's content says it is (`None`: none known).
-fn detect(bytes: &[u8]) -> Option<Kind> {
-    let text = String::from_utf8_lossy(bytes);
-    if torch::looks_like(bytes) {
-        Some(Kind::TorchSnapshot)
-    } else if realm::looks_like(&text) {
-        Some(Kind::RealmAllocator)
-    } else if legate::looks_like(&text) {
-        Some(Kind::LegateOom)
-    } else {
-        None
+/// Why an input is no memstate dump: the first JSON value's error, `None` when it is one (or
+/// may be: its head ends inside the value, or is empty).
+fn not_memstate(head: &[u8]) -> Option<String> {
+    let first = head.iter().position(|byte| !byte.is_ascii_whitespace())?;
+    if !matches!(head[first], b'{' | b'[') {
+        return Some("it does not start with a JSON object or array".to_string());
+    }
+    let mut values =
+        serde_json::Deserializer::from_slice(&head[first..]).into_iter::<serde::de::IgnoredAny>();
+    match values.next() {
+        None | Some(Ok(_)) => None,
+        Some(Err(error)) if error.is_eof() => None,
+        Some(Err(error)) => Some(format!("its first JSON value does not parse ({error})")),
     }
 }
 
-/// Convert a foreign input of `kind` (not memstate's own) into dumps.
-fn convert(kind: Kind, bytes: &[u8], display: &str, options: &Options) -> Result<Vec<Record>> {
-    let found = match kind {
-        Kind::TorchSnapshot if torch::looks_like(bytes) => {
-            torch::read(bytes, display, options.every)?
-        }
-        Kind::LegateOom => legate::read(&String::from_utf8_lossy(bytes), display)?,
-        Kind::RealmAllocator => realm::read(&String::from_utf8_lossy(bytes), display)?,
-        Kind::TorchSnapshot | Kind::Auto | Kind::Memstate => Vec::new(),
-    };
-    if found.is_empty() {
-        return Err(not_of_kind(display, kind));
-    }
-    Ok(dumps(found, display, options))
-}
-
-fn not_of_kind(display: &str, kind: Kind) -> Error {
+/// The refusal of an input of none of the kinds tried, naming each with what it lacked.
+fn refused(display: &str, kinds: &[String]) -> Error {
     Error::Read {
         file: display.to_string(),
-        message: format!("not {}; nothing of it is imported", kind.described()),
+        message: format!(
+            "not an input memstate reads; tried {}; nothing of it is imported",
+            kinds.join("; ")
+        ),
     }
+}
+
+/// Read a log line by line, every reader fed each line, and gather what they found.
+fn read_log(
+    reader: &mut dyn BufRead,
+    display: &str,
+    readers: Vec<Box<dyn LineReader>>,
+) -> Result<Vec<Found>> {
+    let mut readers = readers;
+    let mut lines = Lines::new(reader);
+    loop {
+        let next = lines.next_line().map_err(|error| Error::Read {
+            file: display.to_string(),
+            message: read::describe_io(&error),
+        })?;
+        let Some((number, text)) = next else { break };
+        let line = log::parse(&text);
+        for reader in readers.iter_mut() {
+            reader.line(number, &line, display)?;
+        }
+    }
+    let mut found = Vec::new();
+    for reader in readers {
+        found.extend(reader.finish(display)?);
+    }
+    Ok(found)
+}
+
+/// What one log source finds in a log (as `--source` forcing it reads it).
+pub fn read_log_as(
+    source: &dyn Source,
+    reader: &mut dyn BufRead,
+    display: &str,
+) -> Result<Vec<Found>> {
+    read_log(reader, display, source.line_reader().into_iter().collect())
 }
 
 /// The records of one input, whatever its kind: memstate's own are read as they come (a stream
-/// of any length), a foreign one is read whole (within `--max-dump-size`) and converted.
+/// of any length), a log line by line, a pickle whole (within `--max-dump-size`).
 pub fn open(
     input: &Input,
     limits: Limits,
     options: &Options,
 ) -> Result<Box<dyn Iterator<Item = Result<Record>> + Send>> {
     let mut records = read::open(input, limits)?;
-    let kind = match options.kind {
+    let mut not_json = None;
+    let tried: Vec<&dyn Source> = match options.kind {
         Kind::Memstate => return Ok(Box::new(records)),
         // A file named as a dump (.json, .ndjson, .jsonl) is one; other names are told by content.
         Kind::Auto if input.form != read::Form::Sniff => return Ok(Box::new(records)),
@@ -196,32 +269,47 @@ pub fn open(
                 message: read::describe_io(&error),
             })?;
             let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
-            let first = head.iter().find(|byte| !byte.is_ascii_whitespace());
-            if matches!(first, None | Some(b'{') | Some(b'[')) {
+            if let Some(source) = SOURCES.iter().copied().find(|source| source.claims(head)) {
+                vec![source]
+            } else if let Some(why) = not_memstate(head) {
+                not_json = Some(why);
+                SOURCES
+                    .iter()
+                    .copied()
+                    .filter(|source| source.line_reader().is_some())
+                    .collect()
+            } else {
                 return Ok(Box::new(records));
             }
-            Kind::Auto
         }
-        forced => forced,
+        forced => source_of(forced).into_iter().collect(),
     };
-    let mut bytes = Vec::new();
-    let limit = limits.max_dump_size;
-    records
-        .reader()
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|error| Error::Read {
-            file: input.display.clone(),
-            message: read::describe_io(&error),
-        })?;
-    if bytes.len() as u64 > limit {
-        return Err(read::too_large(input.display.clone(), limits));
+    let display = input.display.as_str();
+    let readers: Vec<Box<dyn LineReader>> = tried
+        .iter()
+        .filter_map(|source| source.line_reader())
+        .collect();
+    let found = if readers.is_empty() {
+        match tried.first() {
+            Some(source) => source.read_whole(records.reader(), display, limits, options)?,
+            None => Vec::new(),
+        }
+    } else {
+        read_log(records.reader(), display, readers)?
+    };
+    if found.is_empty() {
+        let mut kinds: Vec<String> = Vec::new();
+        if let Some(why) = not_json {
+            kinds.push(format!("a memstate dump ({why})"));
+            let whole = SOURCES
+                .iter()
+                .filter(|source| source.line_reader().is_none());
+            kinds.extend(whole.map(|source| source.described().to_string()));
+        }
+        kinds.extend(tried.iter().map(|source| source.described().to_string()));
+        return Err(refused(display, &kinds));
     }
-    let kind = match kind {
-        Kind::Auto => detect(&bytes).ok_or_else(|| not_of_kind(&input.display, Kind::Auto))?,
-        forced => forced,
-    };
-    let dumps = convert(kind, &bytes, &input.display, options)?;
+    let dumps = dumps(found, display, options);
     Ok(Box::new(dumps.into_iter().map(Ok)))
 }
 

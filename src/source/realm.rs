@@ -1,5 +1,7 @@
-//! Realm's range allocator status: what `BasicRangeAllocator::dump_allocator_status` writes to
-//! stderr (legion `runtime/realm/mem_impl.inl`) when an allocation fails in a debug build:
+//! Realm's range allocator status, and Legion's default mapper's failed allocation.
+//!
+//! The status is what `BasicRangeAllocator::dump_allocator_status` writes to stderr (legion
+//! `runtime/realm/mem_impl.inl`) in a debug build, without a log prefix:
 //!
 //! ```text
 //! ordered_range_idx:I first:F last:L size:S gap:G prev_free:.. next_free:.. prev:.. next:..
@@ -10,28 +12,47 @@
 //!
 //! Fields are read by name, so both line forms it has had (`size:` or `range_size:` on allocated
 //! ranges) read alike; the printed `gap` is ignored (it wraps around in the source). A block is its
-//! lines up to `%%Stats%%`. The block does not name its memory: the memory is the first Realm
-//! memory id on a later line (the default mapper's "Failed allocation of size N bytes ... in
-//! memory HEX" line), and the node and time that line's prefix. One block is one snapshot (reason
-//! `oom`): capacity `total_size`, the allocated ranges as valid allocations (uids made up from the
-//! memory and offset, so stable from one block to the next), the free ranges as listed holes, and
-//! the mapper's request, when its line gives a size, as a failed request.
+//! lines up to `%%Stats%%`. The block does not name its memory: the default mapper's line after it
+//! does (legion `runtime/mappers/default_mapper.cc`, logger `default_mapper`):
+//!
+//! ```text
+//! Default mapper failed allocation of size %zd bytes for region  requirement %d of task %s (UID %lld) in memory IDFMT (%s) for processor IDFMT (%s). ...
+//! ```
+//!
+//! (also `for region requirement of inline mapping in task` and `of partition in task`; releases
+//! before 20.06 print no kinds). Its memory id (hex), the kind in parentheses after it, the node
+//! and time of its prefix, and its size as a failed request make the snapshot (reason `oom`):
+//! capacity `total_size`, the allocated ranges as valid allocations (uids made up from the memory
+//! and offset, so stable from one block to the next), the free ranges as listed holes. The mapper's
+//! line without a status before it is a snapshot of its own that knows the memory, its kind and
+//! the request only: capacity and allocations unknown (format v1's `unknown`). A block no line
+//! names keeps memory id 0 and kind `unknown`, said in its note.
 
 use serde_json::json;
 
-use super::log;
-use super::{grouped_number, id_text, Found};
+use super::log::{self, LogLine};
+use super::{grouped_number, id_text, Found, Kind, LineReader, Source};
 use crate::dump::parse::parse_id_text;
 use crate::error::{Error, Result};
 
 const STATS: &str = "%%Stats%%";
+const DEFAULT_MAPPER: &str = "Default mapper failed allocation of size ";
 
-/// Whether a text holds a Realm allocator status.
-pub fn looks_like(text: &str) -> bool {
-    text.contains(STATS)
-        && (text.contains("allocated_range_idx:")
-            || text.contains("free_range_idx:")
-            || text.contains("ordered_range_idx:"))
+pub struct Realm;
+
+impl Source for Realm {
+    fn kind(&self) -> Kind {
+        Kind::RealmAllocator
+    }
+    fn name(&self) -> &'static str {
+        "realm-allocator"
+    }
+    fn described(&self) -> &'static str {
+        "a Realm allocator status or Legion default mapper failure (no \"%%Stats%%\" or \"Default mapper failed allocation\" line)"
+    }
+    fn line_reader(&self) -> Option<Box<dyn LineReader>> {
+        Some(Box::<Reader>::default())
+    }
 }
 
 /// `name:value` fields of a status line, from its marker on.
@@ -49,35 +70,58 @@ struct Block {
     total: Option<u64>,
 }
 
-/// The memory a later line names: `in memory HEX` (also `memory HEX` or `0x...`), with its
-/// line's prefix and the request's size when the line gives one.
+/// What the default mapper's line (or, for a status, another line naming `in memory HEX`) says.
+#[derive(Debug, Clone)]
 struct Named {
     memory: u64,
+    kind: Option<String>,
     node: i64,
     time_ns: i64,
     size: Option<u64>,
+    asked: Option<String>,
 }
 
-fn named(raw: &str) -> Option<Named> {
-    let line = log::parse(raw);
+/// The id after `in memory ` and the kind in parentheses after it.
+fn in_memory(message: &str) -> Option<(u64, Option<String>, usize)> {
+    let at = message.find("in memory ")? + "in memory ".len();
+    let rest = &message[at..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_hexdigit() || c == 'x' || c == 'X'))
+        .unwrap_or(rest.len());
+    let memory = parse_id_text(&rest[..end])?;
+    let kind = rest[end..]
+        .strip_prefix(" (")
+        .and_then(|kind| kind.split_once(')'))
+        .map(|(kind, _)| kind.trim().to_string())
+        .filter(|kind| !kind.is_empty() && !kind.contains(' '));
+    Some((memory, kind, at))
+}
+
+fn named(line: &LogLine) -> Option<Named> {
     let message = line.message;
-    let lower = message.to_ascii_lowercase();
-    let at = lower.find("in memory ").map(|at| at + "in memory ".len())?;
-    let id: String = message[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_hexdigit() || *c == 'x' || *c == 'X')
-        .collect();
-    let memory = parse_id_text(&id)?;
-    let size = lower
-        .find("allocation of size ")
-        .map(|at| &message[at + "allocation of size ".len()..])
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(grouped_number);
+    let (memory, kind, at) = in_memory(message)?;
+    let (size, asked) = match message.find(DEFAULT_MAPPER) {
+        Some(start) => {
+            let rest = &message[start + DEFAULT_MAPPER.len()..];
+            let size = rest.split_whitespace().next().and_then(grouped_number);
+            // `for region  requirement 1 of task NAME (UID U)`, up to ` in memory`.
+            let asked = rest
+                .split_once(" bytes ")
+                .map(|(_, asked)| asked)
+                .and_then(|asked| asked.get(..asked.find(" in memory ")?))
+                .map(|asked| asked.trim().trim_start_matches("for ").replace("  ", " "));
+            (size, asked)
+        }
+        None => (None, None),
+    };
+    let _ = at;
     Some(Named {
         memory,
+        kind,
         node: line.node.unwrap_or(0),
         time_ns: log::time_ns(line.seconds),
         size,
+        asked,
     })
 }
 
@@ -89,70 +133,29 @@ fn uid(memory: u64, first: u64) -> u64 {
     xxhash_rust::xxh3::xxh3_64(&bytes)
 }
 
-/// Every status block of a log, in file order.
-pub fn read(text: &str, display: &str) -> Result<Vec<Found>> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut blocks: Vec<(Block, usize)> = Vec::new();
-    let mut block = Block::default();
-    for (index, raw) in lines.iter().enumerate() {
-        let message = log::parse(raw).message;
-        let range = |marker: &str| -> Option<(u64, u64)> {
-            let at = message.find(marker)?;
-            let rest = &message[at..];
-            Some((field(rest, "first")?, field(rest, "last")?))
-        };
-        if let Some(at) = message.find(STATS) {
-            block.total = field(&message[at..], "total_size");
-            let done = std::mem::take(&mut block);
-            if done.line == 0 {
-                continue; // stats without ranges: nothing to tell
-            }
-            blocks.push((done, index + 1));
-            continue;
-        }
-        let found = if let Some(found) = range("allocated_range_idx:") {
-            Some((found, true))
-        } else {
-            range("free_range_idx:").map(|found| (found, false))
-        };
-        if let Some(((first, last), allocated)) = found {
-            if block.line == 0 {
-                block.line = index + 1;
-            }
-            let list = if allocated {
-                &mut block.allocated
-            } else {
-                &mut block.free
-            };
-            if last < first {
-                return Err(Error::input(
-                    format!("{display}:{}", index + 1),
-                    "",
-                    format!("a range from {first} to {last} ends before it starts"),
-                ));
-            }
-            if last > first {
-                list.push((first, last));
-            }
-        } else if message.contains("ordered_range_idx:") && block.line == 0 {
-            block.line = index + 1;
-        }
-    }
-    let mut found = Vec::new();
-    for (position, (block, end)) in blocks.iter().enumerate() {
-        // The memory: the first id on a later line, before the next block.
-        let next_start = blocks
-            .get(position + 1)
-            .map_or(lines.len(), |(next, _)| next.line - 1);
-        let named = lines[*end..next_start.max(*end)]
-            .iter()
-            .find_map(|raw| named(raw));
+/// Blocks being read: the open one, the last one closed and not yet named, what was found.
+#[derive(Default)]
+struct Reader {
+    block: Block,
+    waiting: Option<Block>,
+    found: Vec<Found>,
+}
+
+impl Reader {
+    /// The snapshot of a closed block, named by a line or not.
+    fn block_done(&mut self, block: Block, named: Option<&Named>) {
         let mut notes = vec!["Realm allocator status".to_string()];
-        let (memory, node, time_ns, size) = match &named {
-            Some(named) => (named.memory, named.node, named.time_ns, named.size),
+        let (memory, kind, node, time_ns, size) = match named {
+            Some(named) => (
+                named.memory,
+                named.kind.clone(),
+                named.node,
+                named.time_ns,
+                named.size,
+            ),
             None => {
                 notes.push("no later line names the memory: memory id 0 stands for it".to_string());
-                (0, 0, 0, None)
+                (0, None, 0, 0, None)
             }
         };
         let end_of = |ranges: &[(u64, u64)]| ranges.iter().map(|range| range.1).max().unwrap_or(0);
@@ -180,16 +183,15 @@ pub fn read(text: &str, display: &str) -> Result<Vec<Found>> {
             .collect();
         let mut value = json!({
             "id": id_text(memory),
-            "kind": "UNKNOWN_MEM",
-            "name": "a Realm memory (the allocator status does not say its kind)",
+            "kind": kind.unwrap_or_else(|| "unknown".to_string()),
             "capacity": capacity,
             "allocations": allocations,
             "holes": holes,
         });
-        if let Some(size) = size.filter(|&size| size > 0) {
-            value["failed_requests"] = json!([{"size": size, "time_ns": time_ns}]);
+        if let Some(request) = named.and_then(|named| request(named, size)) {
+            value["failed_requests"] = json!([request]);
         }
-        found.push(Found {
+        self.found.push(Found {
             line: block.line,
             node,
             time_ns,
@@ -198,5 +200,103 @@ pub fn read(text: &str, display: &str) -> Result<Vec<Found>> {
             memories: vec![value],
         });
     }
-    Ok(found)
+
+    /// The default mapper's line with no status before it: the memory, its kind, the request.
+    fn mapper_alone(&mut self, number: usize, named: &Named) {
+        let mut value = json!({
+            "id": id_text(named.memory),
+            "kind": named.kind.clone().unwrap_or_else(|| "unknown".to_string()),
+            "capacity": 1,
+            "allocations": [],
+            "unknown": ["capacity", "allocations"],
+        });
+        if let Some(request) = request(named, named.size) {
+            value["failed_requests"] = json!([request]);
+        }
+        self.found.push(Found {
+            line: number,
+            node: named.node,
+            time_ns: named.time_ns,
+            reason: "oom",
+            note: Some("Legion default mapper's failed allocation: the memory's capacity and contents are not printed".to_string()),
+            memories: vec![value],
+        });
+    }
+}
+
+fn request(named: &Named, size: Option<u64>) -> Option<serde_json::Value> {
+    let size = size.filter(|&size| size > 0)?;
+    let mut request = json!({"size": size, "time_ns": named.time_ns});
+    if let Some(asked) = &named.asked {
+        request["note"] = json!(asked);
+    }
+    Some(request)
+}
+
+impl LineReader for Reader {
+    fn line(&mut self, number: usize, line: &LogLine, display: &str) -> Result<()> {
+        let message = line.message;
+        if message.contains(DEFAULT_MAPPER)
+            || (self.waiting.is_some() && message.contains("in memory "))
+        {
+            if let Some(named) = named(line) {
+                match self.waiting.take() {
+                    Some(block) => self.block_done(block, Some(&named)),
+                    None if message.contains(DEFAULT_MAPPER) => self.mapper_alone(number, &named),
+                    None => {}
+                }
+                return Ok(());
+            }
+        }
+        if let Some(at) = message.find(STATS) {
+            self.block.total = field(&message[at..], "total_size");
+            let done = std::mem::take(&mut self.block);
+            if done.line != 0 {
+                if let Some(waiting) = self.waiting.replace(done) {
+                    self.block_done(waiting, None);
+                }
+            }
+            return Ok(());
+        }
+        let range = |marker: &str| -> Option<(u64, u64)> {
+            let at = message.find(marker)?;
+            let rest = &message[at..];
+            Some((field(rest, "first")?, field(rest, "last")?))
+        };
+        let found = if let Some(found) = range("allocated_range_idx:") {
+            Some((found, true))
+        } else {
+            range("free_range_idx:").map(|found| (found, false))
+        };
+        if let Some(((first, last), allocated)) = found {
+            if self.block.line == 0 {
+                self.block.line = number;
+            }
+            if last < first {
+                return Err(Error::input(
+                    format!("{display}:{number}"),
+                    "",
+                    format!("a range from {first} to {last} ends before it starts"),
+                ));
+            }
+            let list = if allocated {
+                &mut self.block.allocated
+            } else {
+                &mut self.block.free
+            };
+            if last > first {
+                list.push((first, last));
+            }
+        } else if message.contains("ordered_range_idx:") && self.block.line == 0 {
+            self.block.line = number;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>, _display: &str) -> Result<Vec<Found>> {
+        if let Some(waiting) = self.waiting.take() {
+            self.block_done(waiting, None);
+        }
+        Ok(self.found)
+    }
 }

@@ -22,9 +22,54 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use std::io::{BufRead, Read};
+
 use super::pickle::{self, Pickle};
-use super::Found;
+use super::{Found, Kind, Options, Source};
+use crate::dump::read::{self as dump_read, Limits};
 use crate::error::{Error, Result};
+
+pub struct Torch;
+
+impl Source for Torch {
+    fn kind(&self) -> Kind {
+        Kind::TorchSnapshot
+    }
+    fn name(&self) -> &'static str {
+        "torch-snapshot"
+    }
+    fn described(&self) -> &'static str {
+        "a PyTorch allocator snapshot (not a pickle)"
+    }
+    fn claims(&self, head: &[u8]) -> bool {
+        looks_like(head)
+    }
+    /// A pickle is read whole (within `--max-dump-size`): its objects refer to each other.
+    fn read_whole(
+        &self,
+        reader: &mut dyn BufRead,
+        display: &str,
+        limits: Limits,
+        options: &Options,
+    ) -> Result<Vec<Found>> {
+        let head = reader
+            .fill_buf()
+            .map_err(|error| bad(display, dump_read::describe_io(&error)))?;
+        if !looks_like(head) {
+            return Ok(Vec::new());
+        }
+        let mut bytes = Vec::new();
+        let limit = limits.max_dump_size;
+        reader
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|error| bad(display, dump_read::describe_io(&error)))?;
+        if bytes.len() as u64 > limit {
+            return Err(dump_read::too_large(display.to_string(), limits));
+        }
+        read(&bytes, display, options.every)
+    }
+}
 
 /// Whether bytes are a pickle (its PROTO opcode first).
 pub fn looks_like(bytes: &[u8]) -> bool {

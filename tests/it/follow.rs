@@ -535,8 +535,8 @@ fn follow_reads_a_producers_log_as_it_grows() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     let log = dir.path().join("job.log");
-    let fixture = std::fs::read_to_string(crate::common::data("sources/legate-26.log")).unwrap();
-    // legate-26.log holds two reports of node 0; the second starts with its "Failed" line at 4.0 s.
+    let fixture = std::fs::read_to_string(crate::common::data("sources/legate-26.01.log")).unwrap();
+    // legate-26.01.log holds two reports of node 0; the second starts with its "Failed" line at 4.0 s.
     let second = fixture.find("[0 - 7f00aa000700]    4.000000").unwrap();
     std::fs::write(&log, &fixture[..second]).unwrap();
     let follower = follow_on(

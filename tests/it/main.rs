@@ -11,6 +11,7 @@ mod follow;
 mod fuzz;
 mod hardening;
 mod house;
+mod logs;
 mod outputs;
 mod parquet_runner;
 mod queries;

@@ -192,14 +192,17 @@ fn every_portable_query_on_duckdb_equals_report() {
         "every case of the simulated run gives rows"
     );
     // What producers print today (tests/data/sources), several runs in one database: each
-    // run's queries, and the per-snapshot ones at each of its snapshots. legate-26.log reports
+    // run's queries, and the per-snapshot ones at each of its snapshots. legate-26.01.log reports
     // instance 0x4000000000000010 twice, from train.py:2 at seq 0 and with no provenance at seq
     // 1: two rows of long-lived that tie on every key up to uid, ordered by first_seq.
     let producers = dir.path().join("producers.db");
     let sources = crate::common::data("sources");
     let inputs: Vec<PathBuf> = [
-        "legate-25.log",
-        "legate-26.log",
+        "legate-23.11.log",
+        "legate-24.11.log",
+        "legate-25.10.log",
+        "legate-26.01.log",
+        "legate-pasted.log",
         "realm.log",
         "torch-snapshot.pickle",
     ]
@@ -250,7 +253,7 @@ fn every_portable_query_on_duckdb_equals_report() {
     let long_lived = report_csv(
         &producers,
         "long-lived",
-        &["run=legate-26".to_string(), "top=1000".to_string()],
+        &["run=legate-26.01".to_string(), "top=1000".to_string()],
     );
     let twice: Vec<&str> = long_lived
         .lines()

@@ -1,6 +1,6 @@
-//! Reading what producers print today: Legate's out-of-memory report and Realm's allocator status,
-//! from fixtures written by hand from the producers' format strings (each fixture's header names
-//! the source file and version). The expected figures are worked out by hand in the comments.
+//! Reading what producers print today, beside the log forms of `logs.rs`: PyTorch's allocator
+//! snapshots, refusals of inputs of no known kind, and readers that never panic. Fixtures are
+//! described in tests/data/sources/README.md; expected figures are worked out by hand.
 
 use std::path::Path;
 
@@ -36,174 +36,6 @@ fn fixture(name: &str) -> std::path::PathBuf {
     data(&format!("sources/{name}"))
 }
 
-/// legate-25.log: two ranks interleaved. Node 0 failed 8388608 bytes in SYSTEM_MEM
-/// 0x1e00000000000000 of 41943040 bytes; it lists instances ...03 (8388608), ...02 (8388608),
-/// ...01 (8388592, listed twice: counted once) and ...00 (8388592), which sum to the 33554400
-/// "reserving"; without addresses they lie end to end from 0: ...03 at 0, ...02 at 8388608, ...01
-/// at 16777216, ...00 at 25165808. Node 1 failed 4096 bytes in GPU_FB_MEM 0x1e00010000000003 of
-/// 16384, holding one instance of 12288 at 0, with no provenance ("unknown provenance").
-#[test]
-fn a_legate_report_becomes_a_snapshot_of_the_failed_memory() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    import(&db, &[&fixture("legate-25.log")], 0);
-    assert_eq!(
-        rows(
-            &db,
-            "SELECT run, node, seq, time_ns, reason, source FROM snapshots ORDER BY node"
-        ),
-        [
-            [
-                "legate-25",
-                "0",
-                "0",
-                "2500000000",
-                "oom",
-                &format!("{}:6", fixture("legate-25.log").display())
-            ],
-            [
-                "legate-25",
-                "1",
-                "0",
-                "2600000000",
-                "oom",
-                &format!("{}:7", fixture("legate-25.log").display())
-            ],
-        ]
-    );
-    assert_eq!(
-        rows(&db, "SELECT s.node, m.handle, m.kind, ms.capacity, ms.used_bytes, ms.allocation_count FROM memory_stats ms
-                   JOIN memories m USING (memory_id) JOIN snapshots s USING (snapshot_id) ORDER BY s.node"),
-        [
-            ["0", "0x1e00000000000000", "SYSTEM_MEM", "41943040", "33554400", "4"],
-            ["1", "0x1e00010000000003", "GPU_FB_MEM", "16384", "12288", "1"],
-        ]
-    );
-    assert_eq!(
-        rows(
-            &db,
-            "SELECT a.uid, a.offset, a.size, a.label, coalesce(a.provenance, '') FROM allocations a
-                   JOIN snapshots s USING (snapshot_id) WHERE s.node = 0 ORDER BY a.offset"
-        ),
-        [
-            [
-                "0x4000000000000003",
-                "0",
-                "8388608",
-                "oom.py:13",
-                "oom.py:13"
-            ],
-            [
-                "0x4000000000000002",
-                "8388608",
-                "8388608",
-                "oom.py:7",
-                "oom.py:13"
-            ],
-            [
-                "0x4000000000000001",
-                "16777216",
-                "8388592",
-                "oom.py:7",
-                "oom.py:10"
-            ],
-            [
-                "0x4000000000000000",
-                "25165808",
-                "8388592",
-                "oom.py:4",
-                "oom.py:10"
-            ],
-        ]
-    );
-    assert_eq!(
-        rows(
-            &db,
-            "SELECT s.node, f.size, coalesce(f.provenance, ''), f.time_ns FROM failed_requests f
-                   JOIN snapshots s USING (snapshot_id) ORDER BY s.node"
-        ),
-        [
-            ["0", "8388608", "oom.py:16", "2500000000"],
-            ["1", "4096", "", "2600000000"]
-        ]
-    );
-    let notes = rows(&db, "SELECT note FROM snapshots");
-    assert!(
-        notes.iter().all(|note| note[0].contains("offsets unknown")),
-        "{notes:?}"
-    );
-}
-
-/// legate-26.log: digit-grouped sizes and addresses. The first report: capacity 4194304,
-/// instances at 0x7f0000100000 (1048576) and 0x7f0000280000 (2097152); from the lowest address,
-/// offsets 0 and 0x180000 = 1572864, so the holes are [1048576, 1572864) and [3670016, 4194304),
-/// 524288 bytes each: 1048576 free, largest hole 524288 < the 1048576 asked: fragmentation. The
-/// second report of the node, seq 1, holds only the first instance.
-#[test]
-fn a_legate_report_with_addresses_places_its_instances() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    import(&db, &[&fixture("legate-26.log")], 0);
-    assert_eq!(
-        rows(
-            &db,
-            "SELECT seq, ms.free_bytes, ms.largest_hole, ms.hole_count FROM memory_stats ms
-                   JOIN snapshots USING (snapshot_id) ORDER BY seq"
-        ),
-        [
-            ["0", "1048576", "524288", "2"],
-            ["1", "3145728", "3145728", "1"]
-        ]
-    );
-    assert_eq!(
-        rows(
-            &db,
-            "SELECT a.offset, a.size, json_extract(a.attrs, '$.address') FROM allocations a
-                   JOIN snapshots s USING (snapshot_id) WHERE s.seq = 0 ORDER BY a.offset"
-        ),
-        [
-            ["0", "1048576", "0x7f0000100000"],
-            ["1572864", "2097152", "0x7f0000280000"]
-        ]
-    );
-    let text = crate::common::text_of(&db, &["oom", "--snapshot", "legate-26:0:0"]);
-    assert!(text.contains("FRAGMENTATION"), "{text}");
-}
-
-/// realm.log: the first block, of memory 0x1e00000000000003 on node 0 (named by the mapper's
-/// line after it): capacity 1536, allocated [0, 256) and [512, 1024), listed holes [256, 512) and
-/// [1024, 1536); the mapper asked 600 bytes: 768 free, largest hole 512, fragmentation. The
-/// second block (older line form), of 0x1e00010000000003 on node 1: capacity 1000, [0, 100)
-/// allocated, [100, 1000) free; 950 asked.
-#[test]
-fn a_realm_allocator_status_becomes_a_snapshot_with_its_free_list() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    import(&db, &[&fixture("realm.log")], 0);
-    assert_eq!(
-        rows(&db, "SELECT s.node, s.time_ns, m.handle, ms.capacity, ms.used_bytes, ms.free_bytes, ms.largest_hole, ms.holes_listed
-                   FROM memory_stats ms JOIN memories m USING (memory_id) JOIN snapshots s USING (snapshot_id) ORDER BY s.node"),
-        [
-            ["0", "5000000000", "0x1e00000000000003", "1536", "768", "768", "512", "1"],
-            ["1", "6000000000", "0x1e00010000000003", "1000", "100", "900", "900", "1"],
-        ]
-    );
-    assert_eq!(
-        rows(&db, "SELECT h.offset, h.size FROM holes h JOIN snapshots s USING (snapshot_id) WHERE s.node = 0 ORDER BY h.offset"),
-        [["256", "256"], ["1024", "512"]]
-    );
-    assert_eq!(
-        rows(&db, "SELECT s.node, f.size FROM failed_requests f JOIN snapshots s USING (snapshot_id) ORDER BY s.node"),
-        [["0", "600"], ["1", "950"]]
-    );
-    // Made-up uids are stable: the same file imported again changes nothing.
-    let again = import(&db, &[&fixture("realm.log")], 0);
-    assert!(
-        again.contains("imported 0 dumps") && again.contains("2 unchanged"),
-        "{again}"
-    );
-}
-
 /// What is none of the kinds, or not the kind forced, is refused whole: exit 1, the file named,
 /// nothing imported; `--run` names the run.
 #[test]
@@ -229,43 +61,40 @@ fn inputs_of_no_known_kind_are_refused_and_the_run_can_be_named() {
             "{stderr}"
         );
     };
-    refused(
-        &[],
-        &garbage,
-        "not a memstate dump, a Legate out-of-memory report, a Realm allocator status or a PyTorch allocator snapshot",
-    );
+    refused(&[], &garbage, "not an input memstate reads");
     refused(
         &["--source", "realm-allocator"],
-        &fixture("legate-25.log"),
-        "not a Realm allocator status",
+        &fixture("legate-24.11.log"),
+        "a Realm allocator status",
     );
     refused(
         &["--source", "legate-oom"],
         &fixture("realm.log"),
-        "not a Legate out-of-memory report",
+        "a Legate out-of-memory report",
     );
     let dump = write_json(dir.path(), "d.json", &small());
     refused(
         &["--source", "legate-oom"],
         &dump,
-        "not a Legate out-of-memory report",
+        "a Legate out-of-memory report",
     );
+    // Cut inside the first status block, before any line that makes a snapshot.
     let truncated = write(
         dir.path(),
         "cut.log",
         &std::fs::read(fixture("realm.log")).unwrap()[..700],
     );
-    refused(&[], &truncated, "not a memstate dump");
+    refused(&[], &truncated, "a memstate dump");
     refused(
         &["--source", "torch-snapshot"],
         &fixture("realm.log"),
-        "not a PyTorch allocator snapshot",
+        "a PyTorch allocator snapshot",
     );
     assert!(!db.exists() || rows(&db, "SELECT count(*) FROM snapshots") == [["0"]]);
     // --run names the run of a log's snapshots; a forced kind that fits reads as auto does.
     on_db(&db)
         .args(["import", "--source", "legate-oom", "--run", "job-42"])
-        .arg(fixture("legate-26.log"))
+        .arg(fixture("legate-26.01.log"))
         .assert()
         .success();
     assert_eq!(
@@ -407,8 +236,10 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
         state
     };
     for name in [
-        "legate-25.log",
-        "legate-26.log",
+        "legate-23.11.log",
+        "legate-24.11.log",
+        "legate-26.01.log",
+        "legate-pasted.log",
         "realm.log",
         "torch-snapshot.pickle",
     ] {
@@ -452,8 +283,9 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
             }
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let outcome = std::panic::catch_unwind(|| {
-                let _ = memstate::source::legate::read(&text, name);
-                let _ = memstate::source::realm::read(&text, name);
+                use memstate::source::{legate::Legate, read_log_as, realm::Realm};
+                let _ = read_log_as(&Legate, &mut text.as_bytes(), name);
+                let _ = read_log_as(&Realm, &mut text.as_bytes(), name);
                 let _ = memstate::source::torch::read(&bytes, name, Some(1 + round as u64 % 3));
                 let _ = memstate::source::pickle::read(&bytes);
             });
