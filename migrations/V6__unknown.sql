@@ -67,3 +67,24 @@ JOIN memory m ON m.id = ms.memory_id
 JOIN run r ON r.id = s.run_id
 JOIN string k ON k.id = m.kind
 LEFT JOIN string n ON n.id = m.name;
+
+-- PyTorch's out-of-memory event says how much the device had free outside the caching allocator
+-- (`device_free`): format v1's failed request keeps it, NULL for every other producer.
+ALTER TABLE failed_request ADD COLUMN device_free INTEGER;
+
+DROP VIEW failed_requests;
+CREATE VIEW failed_requests AS
+SELECT f.snapshot_id,
+       f.memory_id,
+       f.size,
+       f.alignment,
+       k.value AS kind,
+       p.value AS provenance,
+       f.time_ns,
+       n.value AS note,
+       f.ordinal,
+       f.device_free
+FROM failed_request f
+LEFT JOIN string k ON k.id = f.kind
+LEFT JOIN string p ON p.id = f.provenance
+LEFT JOIN string n ON n.id = f.note;

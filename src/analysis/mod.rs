@@ -5,6 +5,7 @@
 //! be worked out by hand from a fixture.
 
 pub mod bins;
+pub mod cache;
 pub mod diff;
 pub mod window;
 
@@ -315,6 +316,8 @@ pub struct Request {
     pub provenance: Option<String>,
     pub time_ns: Option<i64>,
     pub note: Option<String>,
+    /// What the device had free outside the allocator (PyTorch's `device_free`).
+    pub device_free: Option<u64>,
 }
 
 /// One failed request and what explains it.
@@ -345,6 +348,9 @@ pub struct OomFinding {
     /// make a range big enough.
     pub solved_by_collection: bool,
     pub blockers: Option<Blockers>,
+    /// For an allocator that caches device memory (the request says what the device had free
+    /// outside it): the device's figures, from which the verdict then follows.
+    pub cache: Option<cache::Cache>,
 }
 
 /// The finding for a request that failed in `layout`.
@@ -378,6 +384,7 @@ pub fn finding(layout: &Layout, request: &Request) -> OomFinding {
         } else {
             None
         },
+        cache: None,
     }
 }
 

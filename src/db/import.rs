@@ -399,8 +399,8 @@ impl Writer<'_, '_> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         )?;
         let mut insert_failed = self.tx.prepare_cached(
-            "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note, device_free)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         )?;
         let mut insert_link = self.tx.prepare_cached(
             "INSERT INTO allocation_object (run_id, uid, field_id, object_key, field_size) VALUES (?1, ?2, ?3, ?4, ?5)
@@ -434,6 +434,7 @@ impl Writer<'_, '_> {
                     opt(request.provenance),
                     request.time_ns,
                     opt(request.note),
+                    request.device_free.map(size_bits),
                 ])?;
             }
             for allocation in &memory.allocations {

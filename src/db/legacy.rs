@@ -134,11 +134,12 @@ pub(super) fn stored_matches(
     }
     // Failed requests, in order.
     let mut statement = conn.prepare(
-        "SELECT memory_id, size, alignment, kind, provenance, time_ns, note FROM failed_request WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
+        "SELECT memory_id, size, alignment, kind, provenance, time_ns, note, device_free FROM failed_request WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
     )?;
     type RequestRow = (
         i64,
         i64,
+        Option<i64>,
         Option<i64>,
         Option<i64>,
         Option<i64>,
@@ -155,6 +156,7 @@ pub(super) fn stored_matches(
                 row.get(4)?,
                 row.get(5)?,
                 row.get(6)?,
+                row.get(7)?,
             ))
         })?
         .collect::<rusqlite::Result<_>>()?;
@@ -176,6 +178,7 @@ pub(super) fn stored_matches(
                 opt(request.provenance).flatten(),
                 request.time_ns,
                 opt(request.note).flatten(),
+                request.device_free.map(size_bits),
             ));
         }
     }

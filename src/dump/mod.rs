@@ -164,6 +164,9 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
                 .text(optional(request.provenance))
                 .number(request.time_ns)
                 .text(optional(request.note));
+            if let Some(device_free) = request.device_free {
+                packed.text(Some("device_free")).number(device_free);
+            }
         }
         // Only when set, so digests of dumps that know everything stay as they were.
         if let Some(unknown) = memory.unknown.text() {

@@ -288,6 +288,9 @@ pub struct FailedRequest {
     pub provenance: Option<Sym>,
     pub time_ns: Option<i64>,
     pub note: Option<Sym>,
+    /// Bytes the device had free outside this allocator when the request failed (PyTorch's
+    /// `oom` event's `device_free`).
+    pub device_free: Option<u64>,
 }
 
 /// A client-level object (a Legate store, say) that allocations' fields refer to.

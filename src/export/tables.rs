@@ -184,9 +184,10 @@ pub const FAILED_REQUESTS: Table = Table {
         ("time_ns", Int),
         ("note", Text),
         ("ordinal", Int),
+        ("device_free", Int),
     ],
     sql: "SELECT s.seq, m.handle, f.size, f.alignment, f.kind, f.provenance, f.time_ns, f.note, \
-          f.ordinal \
+          f.ordinal, f.device_free \
           FROM snapshots s JOIN failed_requests f ON f.snapshot_id = s.snapshot_id \
           JOIN memories m ON m.memory_id = f.memory_id \
           WHERE s.run_id = ?1 AND s.node = ?2 ORDER BY m.handle, s.seq, f.ordinal",

@@ -28,6 +28,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod files;
+mod oom;
+
+use oom::failures;
 
 use files::{
     hash_of, marks_of, stamp, tracked_for, worth_reading, Position, Stamp, Tracked, MARK_BYTES,
@@ -35,7 +38,7 @@ use files::{
 
 use crate::db::{Database, Importer, Outcome};
 use crate::dump::read::{self, Form, Input};
-use crate::dump::{self, Options};
+use crate::dump::Options;
 use crate::error::{Error, Result};
 use crate::ingest::{self, ImportSummary, IngestOptions, Item, Landed};
 use crate::source;
@@ -83,30 +86,6 @@ pub enum FollowEvent<'a> {
         summary: &'a ImportSummary,
         latest: &'a BTreeMap<(String, i64), i64>,
     },
-}
-
-/// The failed requests of a dump, each with its memory and what the dump's figures say of it.
-fn failures(prepared: &dump::Prepared) -> Vec<(String, u64, &'static str)> {
-    let dump = &prepared.dump;
-    let mut found = Vec::new();
-    for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
-        for request in &memory.failed_requests {
-            let unknown = memory.unknown;
-            let free_known = !unknown.capacity && !unknown.allocations;
-            let verdict = if free_known && figures.free_bytes < request.size {
-                "exhaustion: fewer free bytes than asked for"
-            } else if !unknown.holes_known() {
-                "cannot tell: the dump does not say where its free bytes lie, or how many there are"
-            } else if figures.largest_hole < request.size {
-                "fragmentation: enough free bytes, but no hole big enough"
-            } else {
-                "a hole is big enough now"
-            };
-            let label = format!("{} {}", dump.text(memory.kind), dump::format_id(memory.id));
-            found.push((label, request.size, verdict));
-        }
-    }
-    found
 }
 
 /// The follower's state between scans.

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::{query_error, MemoryFilter};
-use crate::analysis::{AllocationInfo, FailedAt, Layout, OomMark, Placed, Request, Series};
+use crate::analysis::{cache, AllocationInfo, FailedAt, Layout, OomMark, Placed, Request, Series};
 use crate::dump::{Range, State, Unknown};
 use crate::error::{Error, Result};
 
@@ -287,7 +287,7 @@ pub fn snapshot_note(conn: &Connection, snapshot_id: i64) -> Result<Option<Strin
 pub fn failed_requests(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Request>> {
     let mut statement = conn
         .prepare(
-            "SELECT memory_id, size, coalesce(alignment, 1), kind, provenance, time_ns, note FROM failed_requests
+            "SELECT memory_id, size, coalesce(alignment, 1), kind, provenance, time_ns, note, device_free FROM failed_requests
              WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
         )
         .map_err(query_error)?;
@@ -304,6 +304,7 @@ pub fn failed_requests(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Re
                     provenance: row.get(4)?,
                     time_ns: row.get(5)?,
                     note: row.get(6)?,
+                    device_free: row.get::<_, Option<i64>>(7)?.map(to_u64),
                 })
             })
             .map_err(query_error)?;
@@ -490,4 +491,63 @@ pub fn recent_figures(
     let mut recent: Vec<Recent> = rows.collect::<rusqlite::Result<_>>().map_err(query_error)?;
     recent.reverse();
     Ok(recent)
+}
+
+/// The cache a failed request's memory belongs to at a snapshot: the memories of its node whose
+/// names share its device word (see [`cache::device_word`]), else the memory alone; `None` when
+/// a figure of one of them is unknown.
+pub fn cache_of(
+    conn: &Connection,
+    snapshot_id: i64,
+    memory_id: i64,
+    device_free: u64,
+) -> Result<Option<cache::Cache>> {
+    let (name, handle): (Option<String>, String) = conn
+        .query_row(
+            "SELECT name, handle FROM memories WHERE memory_id = ?1",
+            params![memory_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .map_err(query_error)?;
+    let word = name.as_deref().and_then(cache::device_word);
+    // One snapshot's memories (its index), those of the device chosen by name.
+    let mut statement = conn
+        .prepare(
+            "SELECT count(*), count(ms.capacity), count(ms.free_bytes), count(ms.largest_hole),
+                    sum(ms.capacity), sum(ms.free_bytes), max(ms.largest_hole),
+                    sum(CASE WHEN ms.allocation_count = 0 THEN ms.capacity ELSE 0 END)
+             FROM memory_stats ms JOIN memories m ON m.memory_id = ms.memory_id
+             WHERE ms.snapshot_id = ?1
+               AND CASE WHEN ?2 IS NULL THEN ms.memory_id = ?3
+                        ELSE substr(m.name, 1, length(?2) + 1) = ?2 || ' ' END",
+        )
+        .map_err(query_error)?;
+    let figures = statement
+        .query_row(params![snapshot_id, word, memory_id], |row| {
+            let counts: [i64; 4] = [row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?];
+            let known = counts[0] > 0 && counts.iter().all(|&count| count == counts[0]);
+            Ok(known.then(|| -> rusqlite::Result<_> {
+                Ok((
+                    counts[0],
+                    row.get::<_, i64>(4)?,
+                    row.get::<_, i64>(5)?,
+                    row.get::<_, i64>(6)?,
+                    row.get::<_, i64>(7)?,
+                ))
+            }))
+        })
+        .map_err(query_error)?
+        .transpose()
+        .map_err(query_error)?;
+    Ok(figures.map(
+        |(segments, reserved, cache_free, largest_block, empty)| cache::Cache {
+            device: word.map_or(handle, str::to_string),
+            segments: to_u64(segments),
+            reserved: to_u64(reserved),
+            cache_free: to_u64(cache_free),
+            largest_block: to_u64(largest_block),
+            empty_bytes: to_u64(empty),
+            device_free,
+        },
+    ))
 }

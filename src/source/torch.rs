@@ -108,6 +108,8 @@ struct Event {
     addr: u64,
     size: u64,
     time_us: i64,
+    /// An `oom` event's: what the driver had free outside the cache.
+    device_free: Option<u64>,
 }
 
 fn bad(display: &str, message: impl Into<String>) -> Error {
@@ -124,9 +126,18 @@ fn unsigned(pickle: &Pickle, dict: usize, key: &str) -> Option<u64> {
         .and_then(|value| u64::try_from(value).ok())
 }
 
-/// Where a block was allocated: `file.py:LINE` of its innermost frame in the user's code.
+/// Where a block was allocated: `file.py:LINE` of its innermost frame in the user's code. The
+/// frames are the block's own, or (PyTorch 2.0's legacy form) those of its first `history` entry,
+/// as MemoryViz's `annotate_snapshot` reads them.
 fn provenance(pickle: &Pickle, block: usize) -> Option<String> {
-    let frames = pickle.items(pickle.get(block, "frames")?)?;
+    let frames = match pickle.get(block, "frames") {
+        Some(frames) => frames,
+        None => {
+            let history = pickle.items(pickle.get(block, "history")?)?;
+            pickle.get(*history.first()?, "frames")?
+        }
+    };
+    let frames = pickle.items(frames)?;
     let frame = |index: usize| -> Option<String> {
         let filename = pickle.str(pickle.get(index, "filename")?)?;
         let line = pickle.int(pickle.get(index, "line")?)?;
@@ -145,9 +156,12 @@ fn provenance(pickle: &Pickle, block: usize) -> Option<String> {
 }
 
 fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
+    // A pickled bare list is the segments alone (`torch.cuda.memory_snapshot()`), which
+    // `_memory_viz.py`'s `_read` takes as `{"segments": data, "traces": []}`.
     let list = pickle
         .get(pickle.root, "segments")
         .and_then(|list| pickle.items(list))
+        .or_else(|| pickle.items(pickle.root))
         .ok_or_else(|| {
             bad(
                 display,
@@ -172,17 +186,19 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
             .to_string();
         let mut blocks = BTreeMap::new();
         let mut holes = Vec::new();
+        // Blocks tile their segment in order: one without `address` (PyTorch 2.0) starts where
+        // the one before it ends, as MemoryViz's `annotate_snapshot` places them.
+        let mut next = address;
         for &block in pickle
             .get(segment, "blocks")
             .and_then(|blocks| pickle.items(blocks))
             .unwrap_or(&[])
         {
-            let (Some(at), Some(size)) = (
-                unsigned(pickle, block, "address"),
-                unsigned(pickle, block, "size"),
-            ) else {
-                return Err(place("a block without address or size"));
+            let Some(size) = unsigned(pickle, block, "size") else {
+                return Err(place("a block without a size"));
             };
+            let at = unsigned(pickle, block, "address").unwrap_or(next);
+            next = at.saturating_add(size);
             if size == 0 {
                 continue;
             }
@@ -253,6 +269,7 @@ fn events(pickle: &Pickle) -> Vec<Event> {
                     .and_then(|t| pickle.int(t))
                     .and_then(|t| i64::try_from(t).ok())
                     .unwrap_or(0),
+                device_free: unsigned(pickle, entry, "device_free"),
             });
         }
     }
@@ -281,7 +298,7 @@ fn largest_free(start: u64, segment: &Segment) -> u64 {
 /// The memories of a state, as format v1 writes them.
 fn memories(
     segments: &BTreeMap<u64, Segment>,
-    failed: Option<(u64, u64, i64)>,
+    failed: Option<(u64, u64, i64, Option<u64>)>,
     listed_holes: bool,
 ) -> Vec<Value> {
     segments
@@ -318,9 +335,18 @@ fn memories(
                     .map(|&(offset, size)| json!({"offset": offset, "size": size}))
                     .collect::<Vec<_>>());
             }
-            if let Some((segment_start, size, time_ns)) = failed {
+            if let Some((segment_start, size, time_ns, device_free)) = failed {
                 if segment_start == start {
-                    memory["failed_requests"] = json!([{"size": size, "time_ns": time_ns}]);
+                    let mut request = json!({
+                        "size": size,
+                        "time_ns": time_ns,
+                        "kind": "cuda caching allocator",
+                        "note": format!("cuda:{}: no cached block held the request and the driver gave no new segment", segment.device),
+                    });
+                    if let Some(device_free) = device_free {
+                        request["device_free"] = json!(device_free);
+                    }
+                    memory["failed_requests"] = json!([request]);
                 }
             }
             memory
@@ -375,7 +401,7 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
                     "oom",
                     memories(
                         &state,
-                        target.map(|start| (start, event.size, time_ns)),
+                        target.map(|start| (start, event.size, time_ns, event.device_free)),
                         false,
                     ),
                     note,

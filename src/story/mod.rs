@@ -109,8 +109,19 @@ pub fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Story>> {
             Some((seen, memory)) if seen == key => memory,
             _ => failed_memory(conn, request.snapshot_id, request.memory_id)?,
         };
-        let finding = analysis::finding(&memory.layout, &request);
-        let advice = analysis::advice(&finding, &memory.layout);
+        let mut finding = analysis::finding(&memory.layout, &request);
+        let mut advice = analysis::advice(&finding, &memory.layout);
+        // A caching allocator's failure is the device's, not one segment's: its verdict and
+        // advice come from the cache's figures when they are all known.
+        if let Some(device_free) = request.device_free {
+            if let Some(cache) =
+                load::cache_of(conn, request.snapshot_id, request.memory_id, device_free)?
+            {
+                finding.verdict = cache.verdict(finding.size);
+                advice = cache.advice(finding.size);
+                finding.cache = Some(cache);
+            }
+        }
         let mut story = Story {
             finding,
             previous: memory.previous,

@@ -36,6 +36,7 @@ pub fn story_table(stories: &[Story]) -> Table {
         "capacity",
         "used_bytes",
         "unknown",
+        "cache",
     ];
     let rows = stories
         .iter()
@@ -81,6 +82,7 @@ pub fn story_table(stories: &[Story]) -> Table {
             row.push(Cell::optional_count(finding.capacity));
             row.push(Cell::optional_count(finding.used_bytes));
             row.push(Cell::json(&finding.unknown));
+            row.push(finding.cache.as_ref().map_or(Cell::Null, Cell::json));
             row
         })
         .collect();

@@ -35,9 +35,12 @@ pub fn describe_story(
 ) -> io::Result<()> {
     let finding = &story.finding;
     let verdict = match finding.verdict {
+        Verdict::Exhaustion if finding.cache.is_some() => "EXHAUSTION: the cache and the device together have fewer free bytes than the request",
+        Verdict::Fragmentation if finding.cache.is_some() => "FRAGMENTATION: enough free bytes in the cache and on the device, but no block or new segment holds the request",
         Verdict::Exhaustion => "EXHAUSTION: fewer free bytes than the request",
         Verdict::Fragmentation => "FRAGMENTATION: enough free bytes, but no hole is big enough",
         Verdict::Fits => "a hole is big enough now (the memory changed since the request failed)",
+        Verdict::CannotTell if finding.cache.is_some() => "CANNOT TELL: by these figures the request could have been placed (see advice)",
         Verdict::CannotTell => "CANNOT TELL: the input does not say enough (see unknown)",
     };
     let collection = match finding.largest_reclaimable {
@@ -102,6 +105,22 @@ pub fn describe_story(
         },
         known(finding.largest_hole)
     )?;
+    if let Some(cache) = &finding.cache {
+        writeln!(
+            out,
+            "  cache           {}: {} reserved in {}; {} free inside, largest free block {}",
+            visible(&cache.device),
+            human(cache.reserved),
+            counted(cache.segments, "segment"),
+            human(cache.cache_free),
+            human(cache.largest_block)
+        )?;
+        writeln!(
+            out,
+            "  device free     {} outside the cache (the driver's, when the request failed)",
+            human(cache.device_free)
+        )?;
+    }
     writeln!(out, "  verdict         {verdict}")?;
     match story.previous {
         Some((seq, collected)) if collected.allocations > 0 => writeln!(

@@ -473,7 +473,26 @@ fn follow_says_when_an_out_of_memory_dump_arrives() {
     follower.wait_for_stderr("the out-of-memory line", |printed| {
         printed.contains("out of memory:")
     });
+    // A caching allocator's failure (device_free): the verdict is the device's, as `oom` gives it
+    // (story.rs, device_free_makes_the_story_the_devices): the failed segment alone has 400 free
+    // of the 1500 asked, but with the other cuda:0 segment and 300 outside it is fragmentation.
+    let mut cached = crate::common::small();
+    cached["run"]["id"] = serde_json::json!("torch-run");
+    cached["memories"] = serde_json::json!([
+        {"id": "0x100", "kind": "GPU_FB_MEM", "name": "cuda:0 large pool segment", "capacity": 1000,
+         "allocations": [{"uid": 1, "kind": "block", "state": "valid", "offset": 0, "size": 600}],
+         "failed_requests": [{"size": 1500, "device_free": 300}]},
+        {"id": "0x200", "kind": "GPU_FB_MEM", "name": "cuda:0 large pool segment", "capacity": 1000, "allocations": []},
+    ]);
+    write_json(&docs, "cached.json", &cached);
+    follower.wait_for_stderr("the caching allocator's line", |printed| {
+        printed.contains("torch-run node 0")
+    });
     let (code, _, stderr) = follower.stop();
+    assert!(
+        stderr.contains("a request of 1.5 KiB failed (fragmentation: enough free bytes in the cache and on the device"),
+        "{stderr}"
+    );
     assert_eq!(code, Some(0), "{stderr}");
     let line = stderr
         .lines()

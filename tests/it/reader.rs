@@ -414,10 +414,30 @@ pub fn cases() -> Vec<Case> {
     }
     // `unknown` (FORMAT.md, "What a dump does not know"): only its three names, each once.
     for (name, names, place, message) in [
-        ("an unknown that is not a name", json!(["size"]), "memories[0].unknown[0]", "expected one of"),
-        ("an unknown that is a number", json!([1]), "memories[0].unknown[0]", "expected one of"),
-        ("an unknown named twice", json!(["capacity", "capacity"]), "memories[0].unknown[1]", "more than once"),
-        ("an unknown that is not an array", json!("capacity"), "memories[0].unknown", "expected an array"),
+        (
+            "an unknown that is not a name",
+            json!(["size"]),
+            "memories[0].unknown[0]",
+            "expected one of",
+        ),
+        (
+            "an unknown that is a number",
+            json!([1]),
+            "memories[0].unknown[0]",
+            "expected one of",
+        ),
+        (
+            "an unknown named twice",
+            json!(["capacity", "capacity"]),
+            "memories[0].unknown[1]",
+            "more than once",
+        ),
+        (
+            "an unknown that is not an array",
+            json!("capacity"),
+            "memories[0].unknown",
+            "expected an array",
+        ),
     ] {
         let mut value = small();
         value["memories"][0]["unknown"] = names;

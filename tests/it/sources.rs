@@ -153,6 +153,15 @@ fn a_pytorch_snapshot_gives_its_final_state_and_the_states_its_trace_rebuilds() 
                    JOIN memories m USING (memory_id)"),
         [["0", "0x00007f0000200000", "3145728"]]
     );
+    // The device's story (device_free 0): 512 KiB + 2 MiB free in the cache, 0 outside, less
+    // than 3 MiB: exhaustion; B holds no block, so 2 MiB would go back on emptying the cache.
+    let story = crate::common::json_of(&db, &["oom"]);
+    assert_eq!(story[0]["verdict"], "exhaustion", "{story}");
+    assert_eq!(
+        story[0]["cache"],
+        serde_json::json!({"device": "cuda:0", "segments": 2, "reserved": 4194304,
+            "cache_free": 2621440, "largest_block": 2097152, "empty_bytes": 2097152, "device_free": 0})
+    );
     assert!(crate::common::text_of(&db, &["oom"]).contains("EXHAUSTION"));
     // --every 4: the state after the 4th event first, and after the 8th beside the oom.
     let every = dir.path().join("every.db");
@@ -177,6 +186,101 @@ fn a_pytorch_snapshot_gives_its_final_state_and_the_states_its_trace_rebuilds() 
         rows(&every, "SELECT a.offset, a.size, a.state FROM allocations a JOIN snapshots s USING (snapshot_id)
                       WHERE s.seq = 0 ORDER BY a.offset"),
         [["0", "1048576", "valid"], ["1048576", "500224", "pending_free"]]
+    );
+}
+
+/// torch-2.0.pickle (see make_torch_2_0.py beside it): PyTorch 2.0's form, blocks without
+/// `address` (placed one after another, as MemoryViz places them), provenance from the first
+/// `history` entry's frames, a trace without `time_us` and an `oom` entry with `device_free` and no
+/// `addr` (torch/csrc/cuda/Module.cpp, v2.0.0, `THCPModule_memorySnapshot`). By hand: S1 holds
+/// 8 MiB at 0 (train.py:20) and 8 MiB at 12 MiB (train.py:21); S2 10 MiB at 6 MiB (train.py:31);
+/// the device-1 segment nothing. The oom is the trace's last event, so the state before it is the
+/// final one; it lands on S2, device 0's segment with the largest free range (6 MiB against 4).
+/// The story is the device's: cuda:0 reserves 20 + 20 = 40 MiB, 4 + 6 + 4 = 14 MiB free inside,
+/// largest block 6 MiB, 2 MiB free outside; 14 MiB >= 12 MiB > 6 MiB: fragmentation, and the
+/// advice is expandable segments. No device-0 segment is empty, so emptying the cache is not
+/// advised. Device 1's 40 MiB free block is another device's: counted, it would read "fits".
+#[test]
+fn a_pytorch_2_0_snapshot_is_read_and_its_oom_told_from_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&fixture("torch-2.0.pickle")], 0);
+    assert_eq!(
+        rows(&db, "SELECT seq, reason FROM snapshots ORDER BY seq"),
+        [["0", "oom"], ["1", "request"]]
+    );
+    const MIB: u64 = 1 << 20;
+    let expected: Vec<Vec<String>> = [
+        (0x7f0000000000u64, 0, 8 * MIB, "train.py:20"),
+        (0x7f0000000000, 12 * MIB, 8 * MIB, "train.py:21"),
+        (0x7f0002000000, 6 * MIB, 10 * MIB, "train.py:31"),
+    ]
+    .iter()
+    .map(|(handle, offset, size, provenance)| {
+        vec![
+            format!("0x{handle:016x}"),
+            offset.to_string(),
+            size.to_string(),
+            provenance.to_string(),
+        ]
+    })
+    .collect();
+    assert_eq!(
+        rows(
+            &db,
+            "SELECT m.handle, a.offset, a.size, a.provenance FROM allocations a JOIN memories m USING (memory_id)
+             JOIN snapshots s USING (snapshot_id) WHERE s.seq = 1 ORDER BY m.handle, a.offset"
+        ),
+        expected
+    );
+    assert_eq!(
+        rows(&db, "SELECT m.handle, m.name, f.size, f.device_free FROM failed_requests f JOIN memories m USING (memory_id)"),
+        [[
+            "0x00007f0002000000".to_string(),
+            "cuda:0 large pool segment".to_string(),
+            (12 * MIB).to_string(),
+            (2 * MIB).to_string()
+        ]]
+    );
+    let story = crate::common::json_of(&db, &["oom"]);
+    let story = &story[0];
+    assert_eq!(story["verdict"], "fragmentation", "{story}");
+    assert_eq!(
+        story["cache"],
+        serde_json::json!({
+            "device": "cuda:0",
+            "segments": 2,
+            "reserved": 40 * MIB,
+            "cache_free": 14 * MIB,
+            "largest_block": 6 * MIB,
+            "empty_bytes": 0,
+            "device_free": 2 * MIB,
+        })
+    );
+    let advice = story["advice"].as_str().unwrap();
+    assert!(advice.contains("expandable_segments:True"), "{advice}");
+    assert!(!advice.contains("empty_cache"), "{advice}");
+    let text = crate::common::text_of(&db, &["oom"]);
+    assert!(
+        text.contains(
+            "cuda:0: 40 MiB reserved in 2 segments; 14 MiB free inside, largest free block 6 MiB"
+        ) && text.contains("2 MiB outside the cache"),
+        "{text}"
+    );
+}
+
+/// torch-segments.pickle: `torch.cuda.memory_snapshot()` pickled, a bare list of segments, read as
+/// `_memory_viz.py`'s `_read` reads it (`{"segments": data, "traces": []}`): one snapshot, one
+/// 4 MiB segment with 1 MiB valid at 0 (train.py:40) and its 3 MiB inactive block a listed hole.
+#[test]
+fn a_pickled_bare_list_of_segments_is_one_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&fixture("torch-segments.pickle")], 0);
+    assert_eq!(
+        rows(&db, "SELECT m.name, ms.capacity, ms.used_bytes, ms.free_bytes, ms.holes_listed, a.offset, a.size, a.provenance
+                   FROM memory_stats ms JOIN memories m USING (memory_id) JOIN allocations a USING (snapshot_id, memory_id)"),
+        [["cuda:0 large pool segment", "4194304", "1048576", "3145728", "1", "0", "1048576", "train.py:40"]]
     );
 }
 

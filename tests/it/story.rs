@@ -1021,3 +1021,62 @@ fn the_story_is_a_typed_result_of_the_library() {
         Some((5500, 500, 8000))
     );
 }
+
+/// A v1 dump's `device_free` (FORMAT.md, `failed_requests[]`): the cache is the memories whose names
+/// share the failed memory's first word. By hand: `cuda:0` has two segments of 1000 bytes, one
+/// holding 600 at 0 (free 400, largest 400), one holding nothing (free 1000); `cuda:1`'s 5000
+/// free bytes are another device's. A 1500-byte request with 300 free outside: 1400 + 300, that
+/// is 1700, is at least 1500, and 1500 is more than the largest block 1000: fragmentation; the empty segment's 1000 plus 300 is less than 1500, so
+/// emptying the cache is not advised. With 600 outside instead, 1000 + 600 >= 1500: it is. A name
+/// of one word makes the memory its own cache: 400 + 300 < 1500, exhaustion. (The follower's
+/// line: follow.rs, follow_says_when_an_out_of_memory_dump_arrives.)
+#[test]
+fn device_free_makes_the_story_the_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let segment = |id: &str, name: &str, capacity: u64, allocations: Vec<Value>| json!({"id": id, "kind": "GPU_FB_MEM", "name": name, "capacity": capacity, "allocations": allocations});
+    let case = |name: &str, device_free: u64, first_name: &str| {
+        let mut failed = segment(
+            "0x100",
+            first_name,
+            1000,
+            vec![allocation(1, "block", "valid", 0, 600)],
+        );
+        failed["failed_requests"] = json!([{"size": 1500, "device_free": device_free}]);
+        let mut value = small();
+        value["snapshot"]["reason"] = json!("oom");
+        value["memories"] = json!([
+            failed,
+            segment("0x200", "cuda:0 large pool segment", 1000, vec![]),
+            segment("0x300", "cuda:1 large pool segment", 5000, vec![]),
+        ]);
+        let db = dir.path().join(format!("{name}.db"));
+        import(
+            &db,
+            &[&write_json(dir.path(), &format!("{name}.json"), &value)],
+            0,
+        );
+        let story = json_of(&db, &["oom"]);
+        (db, story[0].clone())
+    };
+    let (db, story) = case("split", 300, "cuda:0 large pool segment");
+    assert_eq!(story["verdict"], "fragmentation", "{story}");
+    assert_eq!(
+        story["cache"],
+        json!({"device": "cuda:0", "segments": 2, "reserved": 2000, "cache_free": 1400,
+               "largest_block": 1000, "empty_bytes": 1000, "device_free": 300})
+    );
+    assert!(!story["advice"].as_str().unwrap().contains("empty_cache"));
+    assert_eq!(
+        json_of(&db, &["sql", "SELECT device_free FROM failed_requests"]),
+        json!([{"device_free": 300}])
+    );
+    let (_, story) = case("empty", 600, "cuda:0 large pool segment");
+    assert!(
+        story["advice"].as_str().unwrap().contains("empty_cache"),
+        "{story}"
+    );
+    let (_, story) = case("alone", 300, "segment");
+    assert_eq!(story["verdict"], "exhaustion", "{story}");
+    assert_eq!(story["cache"]["segments"], 1);
+    assert_eq!(story["cache"]["device"], "0x0000000000000100");
+}

@@ -334,7 +334,15 @@ impl Parser<'_> {
         let map = self.object(value, path)?;
         self.check_known(
             map,
-            &["size", "alignment", "kind", "provenance", "time_ns", "note"],
+            &[
+                "size",
+                "alignment",
+                "kind",
+                "provenance",
+                "time_ns",
+                "note",
+                "device_free",
+            ],
             path,
         )?;
         let size = self.positive_size(self.required(map, "size", path)?, &path.key("size"))?;
@@ -343,7 +351,9 @@ impl Parser<'_> {
         let provenance = self.optional_sym(map, "provenance", path)?;
         let time_ns = self.optional_integer(map, "time_ns", path, 0)?;
         let note = self.optional_sym(map, "note", path)?;
+        let device_free = self.optional_size(map, "device_free", path)?;
         Ok(FailedRequest {
+            device_free,
             size,
             alignment,
             kind,
