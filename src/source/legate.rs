@@ -396,6 +396,10 @@ impl LineReader for Reader {
             match key {
                 Some(key) => {
                     self.open.remove(&key);
+                    // Its message is over: no unprefixed line goes on with it.
+                    if self.last == Some(index) {
+                        self.last = None;
+                    }
                 }
                 None => self.last = None,
             }
@@ -403,6 +407,11 @@ impl LineReader for Reader {
             self.last = Some(index);
         }
         Ok(())
+    }
+
+    fn markers(&self) -> Option<&'static [&'static str]> {
+        // Outside a report only its first line matters.
+        (self.open.is_empty() && self.last.is_none()).then_some(&[HEADER])
     }
 
     fn finish(self: Box<Self>, display: &str) -> Result<Vec<Found>> {

@@ -62,6 +62,34 @@ impl<'r> Lines<'r> {
     }
 }
 
+impl Lines<'_> {
+    /// Skip the whole lines ahead that hold none of `markers`, as far as they are buffered, and
+    /// stop before the first that holds one (the next [`Lines::next_line`] reads it). Lines are
+    /// still counted. A log's readers call this while no line without a marker can change what
+    /// they find: most of a long log is then passed over at the speed of a byte search.
+    pub fn skip_lines_without(&mut self, markers: &[memchr::memmem::Finder<'_>]) -> io::Result<()> {
+        loop {
+            let chunk = match self.reader.fill_buf() {
+                Ok(chunk) => chunk,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            };
+            let first = markers.iter().filter_map(|marker| marker.find(chunk)).min();
+            let before = &chunk[..first.unwrap_or(chunk.len())];
+            // Up to the end of the last whole line before the marker: a line cut by the end of
+            // the buffer, or holding the marker, is left to `next_line`.
+            let Some(end) = memchr::memrchr(b'\n', before).map(|at| at + 1) else {
+                return Ok(());
+            };
+            self.number += memchr::memchr_iter(b'\n', &chunk[..end]).count();
+            self.reader.consume(end);
+            if first.is_some() {
+                return Ok(());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,5 +122,41 @@ mod tests {
         assert_eq!(lines[0].1.len(), MAX_LINE);
         assert_eq!(lines[1], (2, "end".to_string()));
         assert!(all(b"").is_empty());
+    }
+
+    /// Skipping passes over lines without a marker, counts them, and leaves the line with one
+    /// (even across small buffers, where a line is cut by the buffer's end) to be read whole.
+    #[test]
+    fn skipped_lines_are_counted_and_the_marked_one_is_read() {
+        let text = b"one\ntwo\nthree has MARK in it\nfour\n";
+        for capacity in [1, 2, 5, 8, 64] {
+            let mut reader = std::io::BufReader::with_capacity(capacity, &text[..]);
+            let mut lines = Lines::new(&mut reader);
+            let marker = memchr::memmem::Finder::new("MARK");
+            let mut seen = Vec::new();
+            loop {
+                lines
+                    .skip_lines_without(std::slice::from_ref(&marker))
+                    .unwrap();
+                match lines.next_line().unwrap() {
+                    Some((number, line)) => seen.push((number, line.into_owned())),
+                    None => break,
+                }
+            }
+            // Every line with the marker is read whole, with its own number; lines before it are
+            // never lost from the count.
+            let marked: Vec<_> = seen
+                .iter()
+                .filter(|(_, line)| line.contains("MARK"))
+                .collect();
+            assert_eq!(
+                marked,
+                [&(3, "three has MARK in it".to_string())],
+                "capacity {capacity}"
+            );
+            assert!(seen.iter().all(|(number, line)| {
+                ["one", "two", "three has MARK in it", "four"][number - 1] == line
+            }));
+        }
     }
 }

@@ -92,6 +92,9 @@ pub trait Source: Sync {
 /// A log source's reader: fed every line of a log in order, then asked what it found.
 pub trait LineReader {
     fn line(&mut self, number: usize, line: &LogLine, display: &str) -> Result<()>;
+    /// What a line must hold to change what this reader finds, as it stands now; `None` while
+    /// any line may (inside a report). Lines holding none of every reader's markers are skipped.
+    fn markers(&self) -> Option<&'static [&'static str]>;
     fn finish(self: Box<Self>, display: &str) -> Result<Vec<Found>>;
 }
 
@@ -223,11 +226,31 @@ fn read_log(
 ) -> Result<Vec<Found>> {
     let mut readers = readers;
     let mut lines = Lines::new(reader);
+    let io_error = |error: std::io::Error| Error::Read {
+        file: display.to_string(),
+        message: read::describe_io(&error),
+    };
+    // The finders of each set of markers, built once.
+    let mut finders: HashMap<Vec<(usize, usize)>, Vec<memchr::memmem::Finder<'static>>> =
+        HashMap::new();
     loop {
-        let next = lines.next_line().map_err(|error| Error::Read {
-            file: display.to_string(),
-            message: read::describe_io(&error),
-        })?;
+        let wanted: Option<Vec<&'static [&'static str]>> =
+            readers.iter().map(|reader| reader.markers()).collect();
+        if let Some(wanted) = wanted {
+            let key: Vec<(usize, usize)> = wanted
+                .iter()
+                .map(|set| (set.as_ptr() as usize, set.len()))
+                .collect();
+            let markers = finders.entry(key).or_insert_with(|| {
+                wanted
+                    .iter()
+                    .flat_map(|set| set.iter())
+                    .map(|marker| memchr::memmem::Finder::new(marker.as_bytes()))
+                    .collect()
+            });
+            lines.skip_lines_without(markers).map_err(io_error)?;
+        }
+        let next = lines.next_line().map_err(io_error)?;
         let Some((number, text)) = next else { break };
         let line = log::parse(&text);
         for reader in readers.iter_mut() {

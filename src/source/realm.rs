@@ -293,6 +293,29 @@ impl LineReader for Reader {
         Ok(())
     }
 
+    fn markers(&self) -> Option<&'static [&'static str]> {
+        const IDLE: &[&str] = &[
+            DEFAULT_MAPPER,
+            STATS,
+            "allocated_range_idx:",
+            "free_range_idx:",
+            "ordered_range_idx:",
+        ];
+        const WAITING: &[&str] = &[
+            DEFAULT_MAPPER,
+            STATS,
+            "allocated_range_idx:",
+            "free_range_idx:",
+            "ordered_range_idx:",
+            "in memory ",
+        ];
+        Some(if self.waiting.is_some() {
+            WAITING
+        } else {
+            IDLE
+        })
+    }
+
     fn finish(mut self: Box<Self>, _display: &str) -> Result<Vec<Found>> {
         if let Some(waiting) = self.waiting.take() {
             self.block_done(waiting, None);

@@ -500,3 +500,63 @@ fn a_file_of_no_known_kind_is_refused_once_naming_the_kinds_tried() {
     assert!(!stderr.contains("Legate"), "memstate's own error: {stderr}");
     assert!(!db.exists() || rows(&db, "SELECT count(*) FROM snapshots") == [["0"]]);
 }
+
+/// Lines no reader needs are passed over by a byte search (source/lines.rs), not read one by one;
+/// what is found must not change with that, nor with where the reader's buffer ends. Every
+/// fixture read through buffers of 3 bytes, 17 bytes and 8 KiB gives what one read whole gives, and a
+/// report after 200,000 lines of noise is found with its own line number: the fixture's header
+/// line plus the noise lines, counted here by a plain scan of the text.
+#[test]
+fn skipping_unneeded_lines_changes_nothing_found() {
+    use memstate::source::{legate::Legate, read_log_as, realm::Realm, Source};
+    let sources: [&dyn Source; 2] = [&Legate, &Realm];
+    let found = |source: &dyn Source, text: &[u8], capacity: usize| {
+        let mut reader = std::io::BufReader::with_capacity(capacity, text);
+        read_log_as(source, &mut reader, "log")
+            .map(|found| format!("{found:?}"))
+            .map_err(|error| error.to_string())
+    };
+    for name in [
+        "legate-23.11.log",
+        "legate-24.06.log",
+        "legate-24.11.log",
+        "legate-25.10.log",
+        "legate-26.01.log",
+        "legate-pasted.log",
+        "realm.log",
+    ] {
+        let text = std::fs::read(fixture(name)).unwrap();
+        for source in sources {
+            let whole = found(source, &text, text.len() + 1);
+            for capacity in [3, 17, 8192] {
+                assert_eq!(
+                    found(source, &text, capacity),
+                    whole,
+                    "{name}, buffer {capacity}"
+                );
+            }
+        }
+    }
+    let report = std::fs::read_to_string(fixture("legate-26.01.log")).unwrap();
+    let mut text = String::new();
+    for line in 0..200_000 {
+        text.push_str(&format!(
+            "[0 - 7f5dd0a3b780]    {line}.000001 {{3}}{{legion}}: task {line} mapped\n"
+        ));
+    }
+    text.push_str(&report);
+    let headers: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.contains("ailed to allocate "))
+        .map(|(index, _)| index + 1)
+        .collect();
+    let mut reader = std::io::BufReader::new(text.as_bytes());
+    let lines: Vec<usize> = read_log_as(&Legate, &mut reader, "log")
+        .unwrap()
+        .iter()
+        .map(|found| found.line)
+        .collect();
+    assert_eq!(lines, headers);
+    assert_eq!(headers[0], 200_003);
+}
