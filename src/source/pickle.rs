@@ -9,65 +9,102 @@
 
 use std::collections::HashMap;
 
-/// One value of the arena.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Node {
+/// A value's index in the arena.
+pub type Id = u32;
+
+/// One value of the arena, 16 bytes: strings and bytes are ranges of the pickle itself (read and
+/// checked once, never copied), containers indices into their own tables, so that a snapshot's
+/// millions of small values cost little more than the pickle does.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Node {
     None,
     Bool(bool),
-    Int(i128),
+    Int(i64),
+    /// An integer wider than 64 bits, in [`Pickle::wide`].
+    Wide(u32),
     Float(f64),
-    Str(String),
-    Bytes(Vec<u8>),
-    List(Vec<usize>),
-    Tuple(Vec<usize>),
-    Dict(Vec<(usize, usize)>),
+    /// Bytes `[start, start + len)` of the pickle, UTF-8.
+    Str {
+        start: u64,
+        len: u32,
+    },
+    /// A line-form string (`V`), copied (it is rare): its index in [`Pickle::texts`].
+    Text(u32),
+    Bytes,
+    /// Index in [`Pickle::sequences`].
+    List(u32),
+    Tuple(u32),
+    /// Index in [`Pickle::dicts`].
+    Dict(u32),
 }
 
-/// A parsed pickle: its arena and the index of its top value.
+/// A parsed pickle: its arena and the index of its top value, over the bytes it was read from.
 #[derive(Debug)]
-pub struct Pickle {
+pub struct Pickle<'b> {
+    bytes: &'b [u8],
     nodes: Vec<Node>,
-    pub root: usize,
+    sequences: Vec<Vec<Id>>,
+    dicts: Vec<Vec<(Id, Id)>>,
+    wide: Vec<i128>,
+    texts: Vec<String>,
+    pub root: Id,
+    /// How many strings held bytes that are not UTF-8 (replaced by U+FFFD).
+    pub replaced: u64,
+    /// The string keys of each dict of more than [`INDEXED`] entries: a key looked up is then
+    /// found at once, however often the dict is met (a memoized dict can be met many times).
+    indexed: HashMap<u32, HashMap<String, Id>>,
 }
 
-impl Pickle {
-    pub fn node(&self, index: usize) -> &Node {
-        &self.nodes[index]
+/// Dicts longer than this are indexed.
+const INDEXED: usize = 32;
+
+impl Pickle<'_> {
+    fn node(&self, index: Id) -> Node {
+        self.nodes[index as usize]
     }
 
     /// A dict's value for a string key.
-    pub fn get(&self, dict: usize, key: &str) -> Option<usize> {
-        match &self.nodes[dict] {
-            Node::Dict(items) => items.iter().find_map(|(k, v)| match &self.nodes[*k] {
-                Node::Str(text) if text == key => Some(*v),
-                _ => None,
-            }),
+    pub fn get(&self, dict: Id, key: &str) -> Option<Id> {
+        match self.node(dict) {
+            Node::Dict(at) => match self.indexed.get(&at) {
+                Some(index) => index.get(key).copied(),
+                None => self.dicts[at as usize]
+                    .iter()
+                    .find_map(|&(k, v)| (self.str(k) == Some(key)).then_some(v)),
+            },
             _ => None,
         }
     }
 
-    pub fn int(&self, index: usize) -> Option<i128> {
-        match &self.nodes[index] {
-            Node::Int(value) => Some(*value),
-            Node::Bool(value) => Some(i128::from(*value)),
+    pub fn int(&self, index: Id) -> Option<i128> {
+        match self.node(index) {
+            Node::Int(value) => Some(i128::from(value)),
+            Node::Wide(at) => Some(self.wide[at as usize]),
+            Node::Bool(value) => Some(i128::from(value)),
             Node::Float(value) if value.fract() == 0.0 && value.abs() < 9.0e18 => {
-                Some(*value as i128)
+                Some(value as i128)
             }
             _ => None,
         }
     }
 
-    pub fn str(&self, index: usize) -> Option<&str> {
-        match &self.nodes[index] {
-            Node::Str(text) => Some(text),
+    pub fn str(&self, index: Id) -> Option<&str> {
+        match self.node(index) {
+            Node::Str { start, len } => {
+                let bytes = self
+                    .bytes
+                    .get(start as usize..start as usize + len as usize)?;
+                std::str::from_utf8(bytes).ok()
+            }
+            Node::Text(at) => Some(&self.texts[at as usize]),
             _ => None,
         }
     }
 
     /// A list's or tuple's items.
-    pub fn items(&self, index: usize) -> Option<&[usize]> {
-        match &self.nodes[index] {
-            Node::List(items) | Node::Tuple(items) => Some(items),
+    pub fn items(&self, index: Id) -> Option<&[Id]> {
+        match self.node(index) {
+            Node::List(at) | Node::Tuple(at) => Some(&self.sequences[at as usize]),
             _ => None,
         }
     }
@@ -75,7 +112,7 @@ impl Pickle {
 
 enum Entry {
     Mark,
-    Value(usize),
+    Value(Id),
 }
 
 /// What went wrong, and at which byte.
@@ -89,8 +126,15 @@ struct Reader<'b> {
     bytes: &'b [u8],
     at: usize,
     nodes: Vec<Node>,
+    sequences: Vec<Vec<Id>>,
+    dicts: Vec<Vec<(Id, Id)>>,
+    wide: Vec<i128>,
+    texts: Vec<String>,
     stack: Vec<Entry>,
-    memo: HashMap<u64, usize>,
+    replaced: u64,
+    /// Memo keys as pickles write them, 0, 1, 2, ...: by position; any other in `sparse`.
+    memo: Vec<Id>,
+    sparse: HashMap<u64, Id>,
 }
 
 type Step<T> = std::result::Result<T, PickleError>;
@@ -142,19 +186,67 @@ impl Reader<'_> {
         Ok(length as usize)
     }
 
-    fn push(&mut self, node: Node) {
+    fn push(&mut self, node: Node) -> Step<()> {
+        let Ok(index) = Id::try_from(self.nodes.len()) else {
+            return self.fail(self.at, "more values than memstate reads in one pickle");
+        };
         self.nodes.push(node);
-        self.stack.push(Entry::Value(self.nodes.len() - 1));
+        self.stack.push(Entry::Value(index));
+        Ok(())
     }
 
-    fn pop(&mut self, at: usize) -> Step<usize> {
+    fn push_sequence(&mut self, items: Vec<Id>, tuple: bool) -> Step<()> {
+        let at = self.sequences.len() as u32;
+        self.sequences.push(items);
+        self.push(if tuple {
+            Node::Tuple(at)
+        } else {
+            Node::List(at)
+        })
+    }
+
+    fn push_dict(&mut self) -> Step<()> {
+        let at = self.dicts.len() as u32;
+        self.dicts.push(Vec::new());
+        self.push(Node::Dict(at))
+    }
+
+    fn push_int(&mut self, value: i128) -> Step<()> {
+        match i64::try_from(value) {
+            Ok(value) => self.push(Node::Int(value)),
+            Err(_) => {
+                self.wide.push(value);
+                self.push(Node::Wide(self.wide.len() as u32 - 1))
+            }
+        }
+    }
+
+    fn remember(&mut self, key: u64, value: Id) {
+        if key == self.memo.len() as u64 {
+            self.sparse.remove(&key);
+            self.memo.push(value);
+        } else if key < self.memo.len() as u64 {
+            self.memo[key as usize] = value;
+        } else {
+            self.sparse.insert(key, value);
+        }
+    }
+
+    fn recall(&self, key: u64) -> Option<Id> {
+        match self.memo.get(key as usize) {
+            Some(&value) => Some(value),
+            None => self.sparse.get(&key).copied(),
+        }
+    }
+
+    fn pop(&mut self, at: usize) -> Step<Id> {
         match self.stack.pop() {
             Some(Entry::Value(index)) => Ok(index),
             _ => self.fail(at, "a value was expected on the stack"),
         }
     }
 
-    fn top(&self, at: usize) -> Step<usize> {
+    fn top(&self, at: usize) -> Step<Id> {
         match self.stack.last() {
             Some(Entry::Value(index)) => Ok(*index),
             _ => self.fail(at, "a value was expected on the stack"),
@@ -162,7 +254,7 @@ impl Reader<'_> {
     }
 
     /// The values above the topmost mark, the mark removed.
-    fn since_mark(&mut self, at: usize) -> Step<Vec<usize>> {
+    fn since_mark(&mut self, at: usize) -> Step<Vec<Id>> {
         let Some(mark) = self
             .stack
             .iter()
@@ -182,11 +274,25 @@ impl Reader<'_> {
         Ok(values)
     }
 
-    fn text(&self, at: usize, bytes: &[u8]) -> Step<String> {
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Ok(text.to_string()),
-            Err(_) => self.fail(at, "a string is not UTF-8"),
+    /// A string of `length` bytes from here: checked UTF-8, kept as its place in the pickle.
+    fn string(&mut self, at: usize, length: usize) -> Step<()> {
+        let start = self.at;
+        let bytes = self.take(length)?;
+        if std::str::from_utf8(bytes).is_err() {
+            // Python writes a str holding lone surrogates (a file name it could not decode) as
+            // bytes that are not UTF-8: kept, those bytes replaced, and counted.
+            let text = String::from_utf8_lossy(bytes).into_owned();
+            self.replaced += 1;
+            self.texts.push(text);
+            return self.push(Node::Text(self.texts.len() as u32 - 1));
         }
+        let Ok(len) = u32::try_from(length) else {
+            return self.fail(at, "a string longer than 4 GiB");
+        };
+        self.push(Node::Str {
+            start: start as u64,
+            len,
+        })
     }
 
     fn line(&mut self) -> Step<&[u8]> {
@@ -200,14 +306,14 @@ impl Reader<'_> {
         }
     }
 
-    fn extend(&mut self, at: usize, container: usize, values: Vec<usize>) -> Step<()> {
-        match &mut self.nodes[container] {
-            Node::List(items) => items.extend(values),
-            Node::Dict(items) => {
+    fn extend(&mut self, at: usize, container: Id, values: Vec<Id>) -> Step<()> {
+        match self.nodes[container as usize] {
+            Node::List(index) => self.sequences[index as usize].extend(values),
+            Node::Dict(index) => {
                 if !values.len().is_multiple_of(2) {
                     return self.fail(at, "SETITEMS with an odd number of values");
                 }
-                items.extend(values.chunks(2).map(|pair| (pair[0], pair[1])));
+                self.dicts[index as usize].extend(values.chunks(2).map(|pair| (pair[0], pair[1])));
             }
             _ => {
                 return self.fail(
@@ -219,7 +325,7 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn run(&mut self) -> Step<usize> {
+    fn run(&mut self) -> Step<Id> {
         loop {
             let at = self.at;
             let opcode = self.take(1)?[0];
@@ -245,20 +351,20 @@ impl Reader<'_> {
                     let top = self.top(at)?;
                     self.stack.push(Entry::Value(top));
                 }
-                b'N' => self.push(Node::None),
-                0x88 => self.push(Node::Bool(true)),
-                0x89 => self.push(Node::Bool(false)),
+                b'N' => self.push(Node::None)?,
+                0x88 => self.push(Node::Bool(true))?,
+                0x89 => self.push(Node::Bool(false))?,
                 b'J' => {
                     let value = self.uint(4)? as u32 as i32;
-                    self.push(Node::Int(i128::from(value)));
+                    self.push(Node::Int(i64::from(value)))?;
                 }
                 b'K' => {
                     let value = self.uint(1)?;
-                    self.push(Node::Int(i128::from(value)));
+                    self.push(Node::Int(value as i64))?;
                 }
                 b'M' => {
                     let value = self.uint(2)?;
-                    self.push(Node::Int(i128::from(value)));
+                    self.push(Node::Int(value as i64))?;
                 }
                 0x8a | 0x8b => {
                     let length = self.length(if opcode == 0x8a { 1 } else { 4 })?;
@@ -273,33 +379,32 @@ impl Reader<'_> {
                     if length > 0 && length < 16 && bytes[length - 1] & 0x80 != 0 {
                         value -= 1i128 << (8 * length);
                     }
-                    self.push(Node::Int(value));
+                    self.push_int(value)?;
                 }
                 b'G' => {
                     let bytes = self.take(8)?;
                     let mut array = [0u8; 8];
                     array.copy_from_slice(bytes);
-                    self.push(Node::Float(f64::from_be_bytes(array)));
+                    self.push(Node::Float(f64::from_be_bytes(array)))?;
                 }
                 b'I' | b'L' => {
                     let line = self.line()?;
                     let text = String::from_utf8_lossy(line)
                         .trim_end_matches('L')
                         .to_string();
-                    let node = match text.as_str() {
-                        "00" => Node::Bool(false),
-                        "01" => Node::Bool(true),
+                    match text.as_str() {
+                        "00" => self.push(Node::Bool(false))?,
+                        "01" => self.push(Node::Bool(true))?,
                         number => match number.parse::<i128>() {
-                            Ok(value) => Node::Int(value),
+                            Ok(value) => self.push_int(value)?,
                             Err(_) => return self.fail(at, "an integer that does not read"),
                         },
-                    };
-                    self.push(node);
+                    }
                 }
                 b'F' => {
                     let line = self.line()?;
                     match String::from_utf8_lossy(line).parse::<f64>() {
-                        Ok(value) => self.push(Node::Float(value)),
+                        Ok(value) => self.push(Node::Float(value))?,
                         Err(_) => return self.fail(at, "a float that does not read"),
                     }
                 }
@@ -310,14 +415,14 @@ impl Reader<'_> {
                         _ => 8,
                     };
                     let length = self.length(width)?;
-                    let bytes = self.take(length)?.to_vec();
-                    let text = self.text(at, &bytes)?;
-                    self.push(Node::Str(text));
+                    self.string(at, length)?;
                 }
                 b'V' => {
-                    let line = self.line()?.to_vec();
-                    let text = self.text(at, &line)?;
-                    self.push(Node::Str(text));
+                    let line = self.line()?;
+                    let text = String::from_utf8_lossy(line).into_owned();
+                    self.replaced += u64::from(std::str::from_utf8(line).is_err());
+                    self.texts.push(text);
+                    self.push(Node::Text(self.texts.len() as u32 - 1))?;
                 }
                 b'C' | b'B' | 0x8e | b'U' | b'T' | 0x96 => {
                     let width = match opcode {
@@ -326,26 +431,26 @@ impl Reader<'_> {
                         _ => 8,
                     };
                     let length = self.length(width)?;
-                    let bytes = self.take(length)?.to_vec();
-                    self.push(Node::Bytes(bytes));
+                    self.take(length)?;
+                    self.push(Node::Bytes)?;
                 }
-                b'}' => self.push(Node::Dict(Vec::new())),
-                b']' => self.push(Node::List(Vec::new())),
-                b')' => self.push(Node::Tuple(Vec::new())),
-                0x8f => self.push(Node::List(Vec::new())), // EMPTY_SET, kept as a list
+                b'}' => self.push_dict()?,
+                b']' => self.push_sequence(Vec::new(), false)?,
+                b')' => self.push_sequence(Vec::new(), true)?,
+                0x8f => self.push_sequence(Vec::new(), false)?, // EMPTY_SET, kept as a list
                 b'd' => {
                     let values = self.since_mark(at)?;
-                    self.push(Node::Dict(Vec::new()));
+                    self.push_dict()?;
                     let dict = self.top(at)?;
                     self.extend(at, dict, values)?;
                 }
                 b'l' => {
                     let values = self.since_mark(at)?;
-                    self.push(Node::List(values));
+                    self.push_sequence(values, false)?;
                 }
                 b't' | 0x91 => {
                     let values = self.since_mark(at)?;
-                    self.push(Node::Tuple(values));
+                    self.push_sequence(values, true)?;
                 }
                 0x85..=0x87 => {
                     let count = usize::from(opcode - 0x84);
@@ -354,7 +459,7 @@ impl Reader<'_> {
                         values.push(self.pop(at)?);
                     }
                     values.reverse();
-                    self.push(Node::Tuple(values));
+                    self.push_sequence(values, true)?;
                 }
                 b'a' => {
                     let value = self.pop(at)?;
@@ -382,13 +487,14 @@ impl Reader<'_> {
                         b'p' => String::from_utf8_lossy(self.line()?).parse::<u64>().ok(),
                         b'q' => Some(self.uint(1)?),
                         b'r' => Some(self.uint(4)?),
-                        _ => Some(self.memo.len() as u64),
+                        // Python's: the memo's length, every key stored so far counted once.
+                        _ => Some((self.memo.len() + self.sparse.len()) as u64),
                     };
                     let Some(key) = key else {
                         return self.fail(at, "a memo key that does not read");
                     };
                     let top = self.top(at)?;
-                    self.memo.insert(key, top);
+                    self.remember(key, top);
                 }
                 b'g' | b'h' | b'j' => {
                     let key = match opcode {
@@ -396,7 +502,7 @@ impl Reader<'_> {
                         b'h' => Some(self.uint(1)?),
                         _ => Some(self.uint(4)?),
                     };
-                    match key.and_then(|key| self.memo.get(&key).copied()) {
+                    match key.and_then(|key| self.recall(key)) {
                         Some(index) => self.stack.push(Entry::Value(index)),
                         None => return self.fail(at, "a memo entry fetched before it was stored"),
                     }
@@ -427,17 +533,45 @@ impl Reader<'_> {
 }
 
 /// Read a pickle of plain data.
-pub fn read(bytes: &[u8]) -> std::result::Result<Pickle, PickleError> {
+pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
     let mut reader = Reader {
         bytes,
         at: 0,
         nodes: Vec::new(),
+        sequences: Vec::new(),
+        dicts: Vec::new(),
+        wide: Vec::new(),
+        texts: Vec::new(),
         stack: Vec::new(),
-        memo: HashMap::new(),
+        replaced: 0,
+        memo: Vec::new(),
+        sparse: HashMap::new(),
     };
     let root = reader.run()?;
-    Ok(Pickle {
+    let mut pickle = Pickle {
+        bytes,
         nodes: reader.nodes,
+        sequences: reader.sequences,
+        dicts: reader.dicts,
+        wide: reader.wide,
+        texts: reader.texts,
         root,
-    })
+        replaced: reader.replaced,
+        indexed: HashMap::new(),
+    };
+    let mut indexed = HashMap::new();
+    for (at, entries) in pickle.dicts.iter().enumerate() {
+        if entries.len() > INDEXED {
+            let mut index = HashMap::with_capacity(entries.len());
+            for &(key, value) in entries {
+                if let Some(key) = pickle.str(key) {
+                    // The first of equal keys wins, as the linear lookup finds it.
+                    index.entry(key.to_string()).or_insert(value);
+                }
+            }
+            indexed.insert(at as u32, index);
+        }
+    }
+    pickle.indexed = indexed;
+    Ok(pickle)
 }

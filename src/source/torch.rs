@@ -58,16 +58,38 @@ impl Source for Torch {
         if !looks_like(head) {
             return Ok(Vec::new());
         }
-        let mut bytes = Vec::new();
         let limit = limits.max_dump_size;
-        reader
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut bytes)
+        let bytes = read_all(&mut reader.take(limit.saturating_add(1)))
             .map_err(|error| bad(display, dump_read::describe_io(&error)))?;
         if bytes.len() as u64 > limit {
             return Err(dump_read::too_large(display.to_string(), limits));
         }
         read(&bytes, display, options.every)
+    }
+}
+
+/// All of a reader, the buffer grown by an eighth at a time (not doubled, as `read_to_end`
+/// grows it): a pickle of 2 GiB then holds at most 2.25 GiB, not up to 4.
+fn read_all(reader: &mut dyn Read) -> std::io::Result<Vec<u8>> {
+    let mut bytes: Vec<u8> = Vec::new();
+    loop {
+        bytes.reserve_exact((bytes.len() / 8).max(1 << 20));
+        let spare = bytes.capacity() - bytes.len();
+        // Up to the capacity reserved, never past it; fewer bytes than that is the end.
+        let read = reader.take(spare as u64).read_to_end(&mut bytes)?;
+        if read < spare {
+            return Ok(bytes);
+        }
+    }
+}
+
+/// What a note says of strings whose bytes were not UTF-8 (none: nothing).
+fn replaced_note(replaced: u64) -> String {
+    match replaced {
+        0 => String::new(),
+        count => format!(
+            "; {count} strings (file names) held bytes that are not UTF-8, replaced by U+FFFD"
+        ),
     }
 }
 
@@ -102,9 +124,23 @@ struct Segment {
     holes: Vec<(u64, u64)>,
 }
 
+/// The trace actions the replay knows (others are kept as `other` and change nothing).
+const ACTIONS: &[&str] = &[
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+    "snapshot",
+    "oom",
+];
+
 struct Event {
     device: i64,
-    action: String,
+    /// One of [`ACTIONS`], or `other`.
+    action: &'static str,
     addr: u64,
     size: u64,
     time_us: i64,
@@ -119,7 +155,7 @@ fn bad(display: &str, message: impl Into<String>) -> Error {
     }
 }
 
-fn unsigned(pickle: &Pickle, dict: usize, key: &str) -> Option<u64> {
+fn unsigned(pickle: &Pickle, dict: pickle::Id, key: &str) -> Option<u64> {
     pickle
         .get(dict, key)
         .and_then(|value| pickle.int(value))
@@ -129,7 +165,7 @@ fn unsigned(pickle: &Pickle, dict: usize, key: &str) -> Option<u64> {
 /// Where a block was allocated: `file.py:LINE` of its innermost frame in the user's code. The
 /// frames are the block's own, or (PyTorch 2.0's legacy form) those of its first `history` entry,
 /// as MemoryViz's `annotate_snapshot` reads them.
-fn provenance(pickle: &Pickle, block: usize) -> Option<String> {
+fn provenance(pickle: &Pickle, block: pickle::Id) -> Option<String> {
     let frames = match pickle.get(block, "frames") {
         Some(frames) => frames,
         None => {
@@ -138,7 +174,7 @@ fn provenance(pickle: &Pickle, block: usize) -> Option<String> {
         }
     };
     let frames = pickle.items(frames)?;
-    let frame = |index: usize| -> Option<String> {
+    let frame = |index: pickle::Id| -> Option<String> {
         let filename = pickle.str(pickle.get(index, "filename")?)?;
         let line = pickle.int(pickle.get(index, "line")?)?;
         Some(format!("{filename}:{line}"))
@@ -232,6 +268,11 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                 },
             );
         }
+        if found.contains_key(&address) {
+            return Err(place(&format!(
+                "a second segment at 0x{address:x}: two segments cannot share an address"
+            )));
+        }
         found.insert(
             address,
             Segment {
@@ -261,7 +302,11 @@ fn events(pickle: &Pickle) -> Vec<Event> {
             };
             events.push(Event {
                 device: device as i64,
-                action: action.to_string(),
+                action: ACTIONS
+                    .iter()
+                    .copied()
+                    .find(|known| *known == action)
+                    .unwrap_or("other"),
                 addr: unsigned(pickle, entry, "addr").unwrap_or(0),
                 size: unsigned(pickle, entry, "size").unwrap_or(0),
                 time_us: pickle
@@ -361,6 +406,9 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
         .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
     let final_state = segments(&pickle, display)?;
     let events = events(&pickle);
+    let replaced = pickle.replaced;
+    // The arena is not needed past here: the replay's states are built from these two.
+    drop(pickle);
     let t0 = events.first().map_or(0, |event| event.time_us);
     let ns = |time_us: i64| time_us.saturating_sub(t0).saturating_mul(1000);
     let end_ns = events.last().map_or(0, |event| ns(event.time_us));
@@ -383,7 +431,7 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
             }
         }
         let rounded = event.size.div_ceil(512).saturating_mul(512).max(512);
-        match event.action.as_str() {
+        match event.action {
             "oom" => {
                 let target = state
                     .iter()
@@ -426,11 +474,10 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
                         None => {
                             // Not live at the end: its size from the event, as the allocator rounds it.
                             let end = event.addr.saturating_add(rounded);
-                            let clear =
-                                end <= start + segment.total_size
-                                    && segment.blocks.range(..end).next_back().is_none_or(
-                                        |(&addr, block)| addr + block.size <= event.addr,
-                                    );
+                            let clear = end <= start.saturating_add(segment.total_size)
+                                && segment.blocks.range(..end).next_back().is_none_or(
+                                    |(&addr, block)| addr.saturating_add(block.size) <= event.addr,
+                                );
                             if clear {
                                 segment.blocks.insert(
                                     event.addr,
@@ -477,6 +524,7 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
                     "; {dropped} trace entries of blocks that no longer fit were left out"
                 ));
             }
+            note.push_str(&replaced_note(replaced));
             Found {
                 line: position + 1,
                 node: 0,
@@ -493,9 +541,10 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
         node: 0,
         time_ns: end_ns,
         reason: "request",
-        note: Some(
-            "PyTorch allocator snapshot: the segments as they were when it was taken".to_string(),
-        ),
+        note: Some(format!(
+            "PyTorch allocator snapshot: the segments as they were when it was taken{}",
+            replaced_note(replaced)
+        )),
         memories: memories(&final_state, None, true),
     });
     Ok(found)

@@ -397,3 +397,168 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
         }
     }
 }
+
+/// A pickle as `pickle.dump` writes plain data (protocol 4: EMPTY_DICT, MARK, SETITEMS,
+/// SHORT_BINUNICODE / BINUNICODE, LONG1), for inputs no fixture has.
+enum Py {
+    Int(i128),
+    Str(Vec<u8>),
+    List(Vec<Py>),
+    Dict(Vec<(&'static str, Py)>),
+}
+
+fn pickled(value: &Py) -> Vec<u8> {
+    fn write(value: &Py, out: &mut Vec<u8>) {
+        match value {
+            Py::Int(number) => {
+                out.extend_from_slice(&[0x8a, 9]);
+                out.extend_from_slice(&number.to_le_bytes()[..9]);
+            }
+            Py::Str(bytes) => {
+                out.push(b'X');
+                out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                out.extend_from_slice(bytes);
+            }
+            Py::List(items) => {
+                out.extend_from_slice(b"](");
+                items.iter().for_each(|item| write(item, out));
+                out.push(b'e');
+            }
+            Py::Dict(items) => {
+                out.extend_from_slice(b"}(");
+                for (key, item) in items {
+                    write(&Py::Str(key.as_bytes().to_vec()), out);
+                    write(item, out);
+                }
+                out.push(b'u');
+            }
+        }
+    }
+    let mut out = vec![0x80, 4];
+    write(value, &mut out);
+    out.push(b'.');
+    out
+}
+
+fn text(value: &str) -> Py {
+    Py::Str(value.as_bytes().to_vec())
+}
+
+fn segment(address: i128, total: i128, blocks: Vec<Py>) -> Py {
+    Py::Dict(vec![
+        ("device", Py::Int(0)),
+        ("address", Py::Int(address)),
+        ("total_size", Py::Int(total)),
+        ("segment_type", text("large")),
+        ("blocks", Py::List(blocks)),
+    ])
+}
+
+fn block(address: i128, size: i128, state: &str, frames: Vec<Py>) -> Py {
+    Py::Dict(vec![
+        ("address", Py::Int(address)),
+        ("size", Py::Int(size)),
+        ("state", text(state)),
+        ("frames", Py::List(frames)),
+    ])
+}
+
+/// Issue 27, items 4 and 8, on pickles written here. A segment ending at 2^64 with a trace event
+/// in it is read (no overflow: the event's block of 4096 bytes ends exactly there, and the state
+/// before the oom that precedes it holds that block pending free beside the valid one); two segments
+/// at one address are refused by name, not merged; a frame file name that is not UTF-8 (Python
+/// writes lone surrogates so) keeps the snapshot, the bytes replaced and said in the note.
+#[test]
+fn pytorch_snapshots_at_the_edges_are_read_or_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let top: i128 = (1i128 << 64) - 8192;
+    let edge = Py::Dict(vec![
+        (
+            "segments",
+            Py::List(vec![segment(
+                top,
+                8192,
+                vec![block(top, 4096, "active_allocated", vec![])],
+            )]),
+        ),
+        (
+            "device_traces",
+            Py::List(vec![Py::List(vec![
+                Py::Dict(vec![
+                    ("action", text("oom")),
+                    ("size", Py::Int(8192)),
+                    ("device_free", Py::Int(0)),
+                    ("time_us", Py::Int(5)),
+                ]),
+                Py::Dict(vec![
+                    ("action", text("free_completed")),
+                    ("addr", Py::Int(top + 4096)),
+                    ("size", Py::Int(4096)),
+                    ("time_us", Py::Int(10)),
+                ]),
+            ])]),
+        ),
+    ]);
+    let db = dir.path().join("edge.db");
+    import(
+        &db,
+        &[&write(dir.path(), "edge.pickle", &pickled(&edge))],
+        0,
+    );
+    assert_eq!(
+        rows(&db, "SELECT s.seq, a.offset, a.size, a.state FROM allocations a JOIN snapshots s USING (snapshot_id) ORDER BY s.seq, a.offset"),
+        [
+            ["0", "0", "4096", "valid"],
+            ["0", "4096", "4096", "pending_free"],
+            ["1", "0", "4096", "valid"],
+        ]
+    );
+    let twice = Py::Dict(vec![(
+        "segments",
+        Py::List(vec![
+            segment(0x1000, 4096, vec![]),
+            segment(0x1000, 4096, vec![]),
+        ]),
+    )]);
+    let db = dir.path().join("twice.db");
+    let output = on_db(&db)
+        .arg("import")
+        .arg(write(dir.path(), "twice.pickle", &pickled(&twice)))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("twice.pickle")
+            && stderr.contains("segments[1]")
+            && stderr.contains("second segment at 0x1000"),
+        "{stderr}"
+    );
+    let mut name = b"train_".to_vec();
+    name.extend_from_slice(&[0xed, 0xb3, 0xbf]); // '\udcff' as Python's surrogatepass writes it
+    name.extend_from_slice(b".py");
+    let frame = Py::Dict(vec![
+        ("filename", Py::Str(name)),
+        ("line", Py::Int(7)),
+        ("name", text("step")),
+    ]);
+    let odd = Py::Dict(vec![(
+        "segments",
+        Py::List(vec![segment(
+            0x1000,
+            4096,
+            vec![block(0x1000, 4096, "active_allocated", vec![frame])],
+        )]),
+    )]);
+    let db = dir.path().join("odd.db");
+    import(&db, &[&write(dir.path(), "odd.pickle", &pickled(&odd))], 0);
+    assert_eq!(
+        rows(&db, "SELECT a.provenance FROM allocations a"),
+        [["train_\u{fffd}\u{fffd}\u{fffd}.py:7"]]
+    );
+    let note: String = crate::common::scalar(&db, "SELECT note FROM snapshots");
+    assert!(
+        note.contains("1 strings (file names) held bytes that are not UTF-8"),
+        "{note}"
+    );
+}
