@@ -324,9 +324,9 @@ fn main() {
             &format!("<= {target:.0} MiB"),
             Some(ran.peak_mib <= target),
         );
-        let limit = memstate::dump::read::DEFAULT_MAX_DUMP_SIZE;
+        let limit = memstate::dump::read::DEFAULT_MAX_PICKLE_SIZE;
         report(
-            "default --max-dump-size",
+            "default --max-pickle-size",
             &format!("{} MiB", limit / MIB),
             ">= 2048 MiB",
             Some(limit >= 2048 * MIB),

@@ -167,6 +167,11 @@ pub struct ReadArgs {
     #[arg(long, default_value = "1GiB", value_parser = parse_positive_size, value_name = "SIZE")]
     pub max_dump_size: u64,
 
+    /// The largest a PyTorch snapshot pickle may be once decompressed. A pickle is read whole
+    /// (its values refer to each other): reading one takes about twice its size.
+    #[arg(long, default_value = "4GiB", value_parser = parse_positive_size, value_name = "SIZE")]
+    pub max_pickle_size: u64,
+
     /// How many times its compressed size a .gz or .zst input may expand to, once past 64 MiB
     /// (dumps compress about 10 times; a decompression bomb, a thousand): above it the input is
     /// refused after reading only a few MiB. 0 for no limit.

@@ -45,6 +45,7 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
         replace,
         limits: Limits {
             max_dump_size: args.max_dump_size,
+            max_pickle_size: args.max_pickle_size,
             max_ratio: args.max_ratio,
         },
         source: memstate::source::Options {

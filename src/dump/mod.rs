@@ -6,6 +6,7 @@ pub mod json;
 pub mod model;
 pub mod parse;
 pub mod read;
+pub mod write;
 
 use xxhash_rust::xxh3::Xxh3;
 

@@ -60,6 +60,10 @@ pub struct Expanded {
 /// The default for the largest record read: one dump, decompressed.
 pub const DEFAULT_MAX_DUMP_SIZE: u64 = 1 << 30;
 
+/// The default for the largest PyTorch snapshot pickle, read whole: 4 GiB (users report
+/// snapshots over 1 GB; reading one takes about twice its size).
+pub const DEFAULT_MAX_PICKLE_SIZE: u64 = 4 << 30;
+
 /// The default for how many times its compressed size a compressed input may expand to. Dumps
 /// compress about 10 times (zstd -19 and gzip -9 on simulated ones: 12 and 10); a bomb, a
 /// thousand times or more (1 GiB of spaces is 33 KiB of zstd).
@@ -74,6 +78,8 @@ pub const RATIO_FLOOR: u64 = 64 << 20;
 pub struct Limits {
     /// The most bytes one record (a document, or a line of a stream) may have once decompressed.
     pub max_dump_size: u64,
+    /// The most bytes a PyTorch snapshot pickle (read whole) may have once decompressed.
+    pub max_pickle_size: u64,
     /// How many times its compressed size a compressed input may expand to past [`RATIO_FLOOR`]
     /// (0: no limit).
     pub max_ratio: u64,
@@ -83,6 +89,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_dump_size: DEFAULT_MAX_DUMP_SIZE,
+            max_pickle_size: DEFAULT_MAX_PICKLE_SIZE,
             max_ratio: DEFAULT_MAX_RATIO,
         }
     }

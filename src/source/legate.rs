@@ -35,7 +35,9 @@
 
 use std::collections::HashMap;
 
-use serde_json::{json, Map};
+use serde_json::{Map, Value};
+
+use crate::dump::write;
 
 use super::log::{self, LogLine};
 use super::{grouped_number, id_text, Found, Kind, LineReader, Source};
@@ -464,7 +466,7 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         .map_or(0, |reserved| reserved.saturating_sub(listed));
     let refs: Vec<&Instance> = instances.iter().collect();
     let addressed = !instances.is_empty() && !overlapping(&refs);
-    let mut unknown: Vec<&str> = Vec::new();
+    let mut unknown: Vec<&'static str> = Vec::new();
     let mut notes = vec!["Legate out-of-memory report".to_string()];
     if report.capacity.is_none() {
         unknown.push("capacity");
@@ -506,43 +508,40 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         next = next.max(offset.saturating_add(instance.size));
         let mut attrs = Map::new();
         if let Some(address) = instance.address {
-            attrs.insert("address".into(), json!(format!("0x{address:x}")));
+            attrs.insert("address".into(), Value::from(format!("0x{address:x}")));
         }
         if let Some(store) = &instance.store {
-            attrs.insert("store".into(), json!(store));
+            attrs.insert("store".into(), Value::from(store.as_str()));
         }
         if let Some(elements) = &instance.elements {
-            attrs.insert("elements".into(), json!(elements));
+            attrs.insert("elements".into(), Value::from(elements.as_str()));
         }
         if instance.multiple {
-            attrs.insert("multiple_stores".into(), json!(true));
+            attrs.insert("multiple_stores".into(), Value::from(true));
         }
-        let mut allocation = json!({
-            "uid": id_text(instance.id),
-            "handle": id_text(instance.id),
-            "kind": "instance",
-            "state": "valid",
-            "offset": offset,
-            "size": instance.size,
-            "attrs": attrs,
-        });
-        if let Some(store) = &instance.store {
-            allocation["label"] = json!(store);
-        }
-        if let Some(provenance) = &instance.provenance {
-            allocation["provenance"] = json!(provenance);
-        }
+        let mut allocation = write::Allocation::new(
+            id_text(instance.id),
+            "instance".into(),
+            "valid",
+            offset,
+            instance.size,
+        );
+        allocation.handle = Some(id_text(instance.id));
+        allocation.attrs = attrs;
+        allocation.label = instance.store.clone().map(write::Text::from);
+        allocation.provenance = instance.provenance.clone().map(write::Text::from);
         allocations.push(allocation);
     }
     if unlisted > 0 {
-        allocations.push(json!({
-            "uid": id_text(unlisted_uid(report.memory)),
-            "kind": "unlisted",
-            "state": "valid",
-            "offset": next,
-            "size": unlisted,
-            "label": "reserved by Legate, not listed in the report",
-        }));
+        let mut allocation = write::Allocation::new(
+            id_text(unlisted_uid(report.memory)),
+            "unlisted".into(),
+            "valid",
+            next,
+            unlisted,
+        );
+        allocation.label = Some("reserved by Legate, not listed in the report".into());
+        allocations.push(allocation);
         next = next.saturating_add(unlisted);
     }
     let capacity = match report.capacity {
@@ -557,15 +556,13 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
             format!("the instances listed reach {next} bytes past the lowest address, beyond the memory's {capacity} bytes: not a report memstate can place"),
         ));
     }
-    let mut memory = json!({
-        "id": id_text(report.memory),
-        "kind": report.kind,
-        "capacity": capacity,
-        "allocations": allocations,
-    });
-    if !unknown.is_empty() {
-        memory["unknown"] = json!(unknown);
-    }
+    let mut memory = write::Memory::new(
+        id_text(report.memory),
+        report.kind.as_str().into(),
+        capacity,
+    );
+    memory.allocations = allocations;
+    memory.unknown = unknown;
     if report.size > 0 {
         let mut asked = report.asked.clone();
         if !report.request_sites.is_empty() {
@@ -574,16 +571,14 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
                 report.request_sites.join(", ")
             ));
         }
-        let mut request = json!({
-            "size": report.size,
-            "kind": "instance",
-            "time_ns": report.time_ns,
-            "note": asked,
+        memory.failed_requests.push(write::FailedRequest {
+            size: report.size,
+            kind: Some("instance".into()),
+            time_ns: Some(report.time_ns),
+            note: Some(asked.into()),
+            provenance: report.provenance.clone().map(write::Text::from),
+            ..write::FailedRequest::default()
         });
-        if let Some(provenance) = &report.provenance {
-            request["provenance"] = json!(provenance);
-        }
-        memory["failed_requests"] = json!([request]);
     }
     Ok(Found {
         line: report.line,

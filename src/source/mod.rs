@@ -29,9 +29,8 @@ pub mod torch;
 use std::collections::HashMap;
 use std::io::BufRead;
 
-use serde_json::Value;
-
 use crate::dump::read::{self, Input, Limits, Record};
+use crate::dump::write;
 use crate::error::{Error, Result};
 pub use lines::Lines;
 pub use log::LogLine;
@@ -125,7 +124,7 @@ pub struct Found {
     pub reason: &'static str,
     pub note: Option<String>,
     /// Format v1's `memories`.
-    pub memories: Vec<Value>,
+    pub memories: Vec<write::Memory>,
 }
 
 /// The run an input's dumps belong to: `--run`, else the file's name without its compression
@@ -167,25 +166,25 @@ fn dumps(found: Vec<Found>, display: &str, options: &Options) -> Vec<Record> {
         .into_iter()
         .map(|found| {
             let seq = next_seq.entry(found.node).or_insert(0);
-            let mut snapshot = serde_json::json!({
-                "seq": *seq,
-                "time_ns": found.time_ns,
-                "reason": found.reason,
-            });
+            let snapshot = write::Snapshot {
+                seq: *seq,
+                time_ns: found.time_ns,
+                wall_time: None,
+                reason: found.reason.to_string(),
+                note: found.note.map(write::Text::from),
+            };
             *seq += 1;
-            if let Some(note) = &found.note {
-                snapshot["note"] = Value::String(note.clone());
-            }
-            let dump = serde_json::json!({
-                "format": "memstate-dump",
-                "version": 1,
-                "run": {"id": run, "node": found.node},
-                "snapshot": snapshot,
-                "memories": found.memories,
-            });
+            let run = write::Run {
+                id: run.clone(),
+                node: found.node,
+                node_count: None,
+                host: None,
+                pid: None,
+            };
+            let dump = write::Dump::new(run, snapshot, found.memories);
             Record {
                 source: format!("{display}:{}", found.line),
-                text: dump.to_string().into_bytes(),
+                text: dump.to_json().into_bytes(),
             }
         })
         .collect()

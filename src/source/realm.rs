@@ -28,7 +28,7 @@
 //! the request only: capacity and allocations unknown (format v1's `unknown`). A block no line
 //! names keeps memory id 0 and kind `unknown`, said in its note.
 
-use serde_json::json;
+use crate::dump::write;
 
 use super::log::{self, LogLine};
 use super::{grouped_number, id_text, Found, Kind, LineReader, Source};
@@ -167,30 +167,30 @@ impl Reader {
             .allocated
             .iter()
             .map(|&(first, last)| {
-                json!({
-                    "uid": id_text(uid(memory, first)),
-                    "kind": "instance",
-                    "state": "valid",
-                    "offset": first,
-                    "size": last - first,
-                })
+                write::Allocation::new(
+                    id_text(uid(memory, first)),
+                    "instance".into(),
+                    "valid",
+                    first,
+                    last.saturating_sub(first),
+                )
             })
             .collect();
         let holes: Vec<_> = block
             .free
             .iter()
-            .map(|&(first, last)| json!({"offset": first, "size": last - first}))
+            .map(|&(first, last)| write::Range {
+                offset: first,
+                size: last.saturating_sub(first),
+            })
             .collect();
-        let mut value = json!({
-            "id": id_text(memory),
-            "kind": kind.unwrap_or_else(|| "unknown".to_string()),
-            "capacity": capacity,
-            "allocations": allocations,
-            "holes": holes,
-        });
-        if let Some(request) = named.and_then(|named| request(named, size)) {
-            value["failed_requests"] = json!([request]);
-        }
+        let kind = kind.unwrap_or_else(|| "unknown".to_string());
+        let mut value = write::Memory::new(id_text(memory), kind.into(), capacity);
+        value.allocations = allocations;
+        value.holes = Some(holes);
+        value
+            .failed_requests
+            .extend(named.and_then(|named| request(named, size)));
         self.found.push(Found {
             line: block.line,
             node,
@@ -203,16 +203,10 @@ impl Reader {
 
     /// The default mapper's line with no status before it: the memory, its kind, the request.
     fn mapper_alone(&mut self, number: usize, named: &Named) {
-        let mut value = json!({
-            "id": id_text(named.memory),
-            "kind": named.kind.clone().unwrap_or_else(|| "unknown".to_string()),
-            "capacity": 1,
-            "allocations": [],
-            "unknown": ["capacity", "allocations"],
-        });
-        if let Some(request) = request(named, named.size) {
-            value["failed_requests"] = json!([request]);
-        }
+        let kind = named.kind.clone().unwrap_or_else(|| "unknown".to_string());
+        let mut value = write::Memory::new(id_text(named.memory), kind.into(), 1);
+        value.unknown = vec!["capacity", "allocations"];
+        value.failed_requests.extend(request(named, named.size));
         self.found.push(Found {
             line: number,
             node: named.node,
@@ -224,13 +218,14 @@ impl Reader {
     }
 }
 
-fn request(named: &Named, size: Option<u64>) -> Option<serde_json::Value> {
+fn request(named: &Named, size: Option<u64>) -> Option<write::FailedRequest> {
     let size = size.filter(|&size| size > 0)?;
-    let mut request = json!({"size": size, "time_ns": named.time_ns});
-    if let Some(asked) = &named.asked {
-        request["note"] = json!(asked);
-    }
-    Some(request)
+    Some(write::FailedRequest {
+        size,
+        time_ns: Some(named.time_ns),
+        note: named.asked.clone().map(write::Text::from),
+        ..write::FailedRequest::default()
+    })
 }
 
 impl LineReader for Reader {

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use crate::dump::write;
 
 use std::io::{BufRead, Read};
 
@@ -58,11 +58,11 @@ impl Source for Torch {
         if !looks_like(head) {
             return Ok(Vec::new());
         }
-        let limit = limits.max_dump_size;
+        let limit = limits.max_pickle_size;
         let bytes = read_all(&mut reader.take(limit.saturating_add(1)))
             .map_err(|error| bad(display, dump_read::describe_io(&error)))?;
         if bytes.len() as u64 > limit {
-            return Err(dump_read::too_large(display.to_string(), limits));
+            return Err(bad(display, format!("larger than {limit} bytes once decompressed, the limit for a PyTorch snapshot; refused (raise it with --max-pickle-size)")));
         }
         read(&bytes, display, options.every)
     }
@@ -287,40 +287,60 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
     Ok(found)
 }
 
-fn events(pickle: &Pickle) -> Vec<Event> {
-    let mut events = Vec::new();
+/// The trace's entries, each as (device, entry), merged by time (each device's own order kept
+/// among equal times): 8 bytes an event, read into an [`Event`] when the replay comes to it.
+fn events(pickle: &Pickle) -> Vec<(u32, pickle::Id)> {
+    let mut order = Vec::new();
     let Some(traces) = pickle
         .get(pickle.root, "device_traces")
         .and_then(|traces| pickle.items(traces))
     else {
-        return events;
+        return order;
     };
     for (device, &trace) in traces.iter().enumerate() {
+        let device = u32::try_from(device).unwrap_or(u32::MAX);
         for &entry in pickle.items(trace).unwrap_or(&[]) {
-            let Some(action) = pickle.get(entry, "action").and_then(|a| pickle.str(a)) else {
-                continue;
-            };
-            events.push(Event {
-                device: device as i64,
-                action: ACTIONS
-                    .iter()
-                    .copied()
-                    .find(|known| *known == action)
-                    .unwrap_or("other"),
-                addr: unsigned(pickle, entry, "addr").unwrap_or(0),
-                size: unsigned(pickle, entry, "size").unwrap_or(0),
-                time_us: pickle
-                    .get(entry, "time_us")
-                    .and_then(|t| pickle.int(t))
-                    .and_then(|t| i64::try_from(t).ok())
-                    .unwrap_or(0),
-                device_free: unsigned(pickle, entry, "device_free"),
-            });
+            if event(pickle, (device, entry)).is_some() {
+                order.push((device, entry));
+            }
         }
     }
-    // Merged by time, each device's own order kept among equal times.
-    events.sort_by_key(|event| event.time_us);
-    events
+    order.sort_by_key(|&slot| event(pickle, slot).map_or(0, |event| event.time_us));
+    order
+}
+
+/// One trace entry (folded by the pickle reader, or a dict of another shape), if it has an action.
+fn event(pickle: &Pickle, (device, entry): (u32, pickle::Id)) -> Option<Event> {
+    let known = |action: &str| {
+        ACTIONS
+            .iter()
+            .copied()
+            .find(|known| *known == action)
+            .unwrap_or("other")
+    };
+    if let Some(folded) = pickle.trace_entry(entry) {
+        return Some(Event {
+            device: i64::from(device),
+            action: known(pickle.str(folded.action)?),
+            addr: folded.addr.unwrap_or(0),
+            size: folded.size.unwrap_or(0),
+            time_us: folded.time_us.unwrap_or(0),
+            device_free: folded.device_free,
+        });
+    }
+    let action = pickle.get(entry, "action").and_then(|a| pickle.str(a))?;
+    Some(Event {
+        device: i64::from(device),
+        action: known(action),
+        addr: unsigned(pickle, entry, "addr").unwrap_or(0),
+        size: unsigned(pickle, entry, "size").unwrap_or(0),
+        time_us: pickle
+            .get(entry, "time_us")
+            .and_then(|t| pickle.int(t))
+            .and_then(|t| i64::try_from(t).ok())
+            .unwrap_or(0),
+        device_free: unsigned(pickle, entry, "device_free"),
+    })
 }
 
 /// The segment holding an address.
@@ -345,53 +365,61 @@ fn memories(
     segments: &BTreeMap<u64, Segment>,
     failed: Option<(u64, u64, i64, Option<u64>)>,
     listed_holes: bool,
-) -> Vec<Value> {
+) -> Vec<write::Memory> {
     segments
         .iter()
         .map(|(&start, segment)| {
-            let allocations: Vec<Value> = segment
+            let allocations = segment
                 .blocks
                 .iter()
                 .map(|(&addr, block)| {
-                    let mut allocation = json!({
-                        "uid": format!("0x{addr:016x}"),
-                        "kind": "block",
-                        "state": if block.state == State::Active { "valid" } else { "pending_free" },
-                        "offset": addr - start,
-                        "size": block.size,
-                    });
-                    if let Some(provenance) = &block.provenance {
-                        allocation["provenance"] = json!(provenance);
-                    }
+                    let state = if block.state == State::Active {
+                        "valid"
+                    } else {
+                        "pending_free"
+                    };
+                    let mut allocation = write::Allocation::new(
+                        format!("0x{addr:016x}"),
+                        "block".into(),
+                        state,
+                        addr.saturating_sub(start),
+                        block.size,
+                    );
+                    allocation.provenance = block.provenance.clone().map(write::Text::from);
                     allocation
                 })
                 .collect();
-            let mut memory = json!({
-                "id": format!("0x{start:016x}"),
-                "kind": "GPU_FB_MEM",
-                "name": format!("cuda:{} {} pool segment", segment.device, if segment.pool.is_empty() { "caching" } else { &segment.pool }),
-                "capacity": segment.total_size,
-                "allocations": allocations,
-            });
+            let pool = if segment.pool.is_empty() {
+                "caching"
+            } else {
+                &segment.pool
+            };
+            let mut memory = write::Memory::new(
+                format!("0x{start:016x}"),
+                "GPU_FB_MEM".into(),
+                segment.total_size,
+            );
+            memory.name = Some(format!("cuda:{} {pool} pool segment", segment.device).into());
+            memory.allocations = allocations;
             if listed_holes {
-                memory["holes"] = json!(segment
-                    .holes
-                    .iter()
-                    .map(|&(offset, size)| json!({"offset": offset, "size": size}))
-                    .collect::<Vec<_>>());
+                memory.holes = Some(
+                    segment
+                        .holes
+                        .iter()
+                        .map(|&(offset, size)| write::Range { offset, size })
+                        .collect(),
+                );
             }
             if let Some((segment_start, size, time_ns, device_free)) = failed {
                 if segment_start == start {
-                    let mut request = json!({
-                        "size": size,
-                        "time_ns": time_ns,
-                        "kind": "cuda caching allocator",
-                        "note": format!("cuda:{}: no cached block held the request and the driver gave no new segment", segment.device),
+                    memory.failed_requests.push(write::FailedRequest {
+                        size,
+                        time_ns: Some(time_ns),
+                        kind: Some("cuda caching allocator".into()),
+                        note: Some(format!("cuda:{}: no cached block held the request and the driver gave no new segment", segment.device).into()),
+                        device_free,
+                        ..write::FailedRequest::default()
                     });
-                    if let Some(device_free) = device_free {
-                        request["device_free"] = json!(device_free);
-                    }
-                    memory["failed_requests"] = json!([request]);
                 }
             }
             memory
@@ -405,21 +433,26 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
     let pickle = pickle::read(bytes)
         .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
     let final_state = segments(&pickle, display)?;
-    let events = events(&pickle);
+    let order = events(&pickle);
     let replaced = pickle.replaced;
-    // The arena is not needed past here: the replay's states are built from these two.
-    drop(pickle);
-    let t0 = events.first().map_or(0, |event| event.time_us);
+    let time_of = |slot: Option<&(u32, pickle::Id)>| {
+        slot.and_then(|&slot| event(&pickle, slot))
+            .map_or(0, |event| event.time_us)
+    };
+    let t0 = time_of(order.first());
     let ns = |time_us: i64| time_us.saturating_sub(t0).saturating_mul(1000);
-    let end_ns = events.last().map_or(0, |event| ns(event.time_us));
-    let mut rebuilt: Vec<(i64, &'static str, Vec<Value>, String)> = Vec::new();
+    let end_ns = ns(time_of(order.last()));
+    let mut rebuilt: Vec<(i64, &'static str, Vec<write::Memory>, String)> = Vec::new();
     let mut state = final_state.clone();
     for segment in state.values_mut() {
         segment.holes.clear();
     }
     let mut dropped = 0u64;
     let every = every.filter(|&every| every > 0);
-    for (index, event) in events.iter().enumerate().rev() {
+    for (index, &slot) in order.iter().enumerate().rev() {
+        let Some(event) = event(&pickle, slot) else {
+            continue;
+        };
         let time_ns = ns(event.time_us);
         if let Some(every) = every {
             if (index as u64 + 1).is_multiple_of(every) && event.action != "snapshot" {

@@ -556,6 +556,18 @@ fn pytorch_snapshots_at_the_edges_are_read_or_refused_by_name() {
         rows(&db, "SELECT a.provenance FROM allocations a"),
         [["train_\u{fffd}\u{fffd}\u{fffd}.py:7"]]
     );
+    // A pickle past --max-pickle-size is refused by name, with the option to raise it.
+    let small = on_db(dir.path().join("small.db"))
+        .args(["import", "--max-pickle-size", "100"])
+        .arg(fixture("torch-snapshot.pickle"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&small.stderr);
+    assert_eq!(small.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("torch-snapshot.pickle") && stderr.contains("--max-pickle-size"),
+        "{stderr}"
+    );
     let note: String = crate::common::scalar(&db, "SELECT note FROM snapshots");
     assert!(
         note.contains("1 strings (file names) held bytes that are not UTF-8"),

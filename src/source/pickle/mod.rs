@@ -9,6 +9,11 @@
 
 use std::collections::HashMap;
 
+mod entry;
+
+use entry::Folded;
+pub use entry::TraceEntry;
+
 /// A value's index in the arena.
 pub type Id = u32;
 
@@ -36,6 +41,8 @@ enum Node {
     Tuple(u32),
     /// Index in [`Pickle::dicts`].
     Dict(u32),
+    /// A dict of the shape of an allocator trace entry, folded: index in [`Pickle::entries`].
+    Entry(u32),
 }
 
 /// A parsed pickle: its arena and the index of its top value, over the bytes it was read from.
@@ -47,6 +54,9 @@ pub struct Pickle<'b> {
     dicts: Vec<Vec<(Id, Id)>>,
     wide: Vec<i128>,
     texts: Vec<String>,
+    entries: Vec<Folded>,
+    /// The `device_free` of folded entries that have one, by entry.
+    device_free: HashMap<u32, u64>,
     pub root: Id,
     /// How many strings held bytes that are not UTF-8 (replaced by U+FFFD).
     pub replaced: u64,
@@ -101,6 +111,25 @@ impl Pickle<'_> {
         }
     }
 
+    /// A folded trace entry.
+    pub fn trace_entry(&self, index: Id) -> Option<TraceEntry> {
+        match self.node(index) {
+            Node::Entry(at) => {
+                let folded = self.entries[at as usize];
+                Some(TraceEntry {
+                    action: folded.action,
+                    addr: folded.number(0),
+                    size: folded.number(1),
+                    time_us: folded.number(2).map(|bits| bits as i64),
+                    device_free: folded
+                        .number(3)
+                        .and_then(|_| self.device_free.get(&at).copied()),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// A list's or tuple's items.
     pub fn items(&self, index: Id) -> Option<&[Id]> {
         match self.node(index) {
@@ -130,6 +159,10 @@ struct Reader<'b> {
     dicts: Vec<Vec<(Id, Id)>>,
     wide: Vec<i128>,
     texts: Vec<String>,
+    entries: Vec<Folded>,
+    device_free: HashMap<u32, u64>,
+    /// The highest value the memo refers to: values above it only the stack holds.
+    memo_high: Option<Id>,
     stack: Vec<Entry>,
     replaced: u64,
     /// Memo keys as pickles write them, 0, 1, 2, ...: by position; any other in `sparse`.
@@ -190,6 +223,7 @@ impl Reader<'_> {
         let Ok(index) = Id::try_from(self.nodes.len()) else {
             return self.fail(self.at, "more values than memstate reads in one pickle");
         };
+        grow(&mut self.nodes);
         self.nodes.push(node);
         self.stack.push(Entry::Value(index));
         Ok(())
@@ -197,6 +231,7 @@ impl Reader<'_> {
 
     fn push_sequence(&mut self, items: Vec<Id>, tuple: bool) -> Step<()> {
         let at = self.sequences.len() as u32;
+        grow(&mut self.sequences);
         self.sequences.push(items);
         self.push(if tuple {
             Node::Tuple(at)
@@ -207,6 +242,7 @@ impl Reader<'_> {
 
     fn push_dict(&mut self) -> Step<()> {
         let at = self.dicts.len() as u32;
+        grow(&mut self.dicts);
         self.dicts.push(Vec::new());
         self.push(Node::Dict(at))
     }
@@ -222,8 +258,10 @@ impl Reader<'_> {
     }
 
     fn remember(&mut self, key: u64, value: Id) {
+        self.memo_high = self.memo_high.max(Some(value));
         if key == self.memo.len() as u64 {
             self.sparse.remove(&key);
+            grow(&mut self.memo);
             self.memo.push(value);
         } else if key < self.memo.len() as u64 {
             self.memo[key as usize] = value;
@@ -480,7 +518,9 @@ impl Reader<'_> {
                 b'u' => {
                     let values = self.since_mark(at)?;
                     let dict = self.top(at)?;
-                    self.extend(at, dict, values)?;
+                    if !self.fold(dict, &values) {
+                        self.extend(at, dict, values)?;
+                    }
                 }
                 b'p' | b'q' | b'r' | 0x94 => {
                     let key = match opcode {
@@ -532,6 +572,15 @@ impl Reader<'_> {
     }
 }
 
+/// Make room for one more item, a tenth more at a time (not doubling, as `push` does): the
+/// arena's tables are the largest things a snapshot's reading holds, and a doubled table holds up
+/// to twice what it needs. Large blocks are moved by the allocator's remapping, not copied.
+fn grow<T>(table: &mut Vec<T>) {
+    if table.len() == table.capacity() {
+        table.reserve_exact((table.len() / 10).max(1024));
+    }
+}
+
 /// Read a pickle of plain data.
 pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
     let mut reader = Reader {
@@ -542,6 +591,9 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
         dicts: Vec::new(),
         wide: Vec::new(),
         texts: Vec::new(),
+        entries: Vec::new(),
+        device_free: HashMap::new(),
+        memo_high: None,
         stack: Vec::new(),
         replaced: 0,
         memo: Vec::new(),
@@ -555,6 +607,8 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
         dicts: reader.dicts,
         wide: reader.wide,
         texts: reader.texts,
+        entries: reader.entries,
+        device_free: reader.device_free,
         root,
         replaced: reader.replaced,
         indexed: HashMap::new(),
@@ -575,3 +629,6 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
     pickle.indexed = indexed;
     Ok(pickle)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,156 @@
+//! Allocator trace entries folded as they are read: a snapshot's trace holds millions of small
+//! dicts of the same keys (`torch/csrc/cuda/Module.cpp`), which as dicts of the arena cost three
+//! times the pickle's own bytes; folded, each is one record of the numbers memstate reads.
+
+use super::{grow, Id, Node, Reader};
+
+/// An allocator trace entry (`{action, addr, size, stream, time_us, device_free, frames, ...}`
+/// of `torch/csrc/cuda/Module.cpp`), kept as the numbers memstate reads instead of a dict: a
+/// snapshot holds millions of them, and as dicts they cost three times the pickle's bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceEntry {
+    /// The action's string value.
+    pub action: Id,
+    pub addr: Option<u64>,
+    pub size: Option<u64>,
+    pub time_us: Option<i64>,
+    pub device_free: Option<u64>,
+}
+
+/// A [`TraceEntry`] as the arena keeps it, in 32 bytes: which numbers are present (bits 0-3:
+/// addr, size, time_us, device_free) and the first three (`device_free`, which only an `oom`
+/// entry has, is kept apart in [`Pickle::device_free`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Folded {
+    pub(super) action: Id,
+    pub(super) present: u8,
+    pub(super) numbers: [u64; 3],
+}
+
+impl Folded {
+    pub(super) fn number(&self, which: usize) -> Option<u64> {
+        (self.present & (1 << which) != 0).then(|| self.numbers.get(which).copied().unwrap_or(0))
+    }
+}
+
+/// The keys a trace entry may have; a dict with another key, or a value of another kind than
+/// these keys take, stays a dict.
+const ENTRY_KEYS: &[&str] = &[
+    "action",
+    "addr",
+    "size",
+    "stream",
+    "time_us",
+    "device_free",
+    "frames",
+    "cpp_frames",
+    "compile_context",
+    "user_metadata",
+];
+
+impl Reader<'_> {
+    fn str_at(&self, index: Id) -> Option<&str> {
+        match self.nodes[index as usize] {
+            Node::Str { start, len } => std::str::from_utf8(
+                self.bytes
+                    .get(start as usize..start as usize + len as usize)?,
+            )
+            .ok(),
+            _ => None,
+        }
+    }
+
+    /// Fold an empty dict filled at once with a trace entry's items into a [`TraceEntry`],
+    /// dropping the integer values it consumed when nothing else can refer to them (they are the
+    /// last values made and no memo entry reaches them). Whether it was folded.
+    pub(super) fn fold(&mut self, dict: Id, values: &[Id]) -> bool {
+        let Node::Dict(at) = self.nodes[dict as usize] else {
+            return false;
+        };
+        if !self.dicts[at as usize].is_empty() || !values.len().is_multiple_of(2) {
+            return false;
+        }
+        let mut entry = TraceEntry {
+            action: Id::MAX,
+            addr: None,
+            size: None,
+            time_us: None,
+            device_free: None,
+        };
+        for pair in values.chunks(2) {
+            let Some(key) = self.str_at(pair[0]) else {
+                return false;
+            };
+            if !ENTRY_KEYS.contains(&key) {
+                return false;
+            }
+            let number = match self.nodes[pair[1] as usize] {
+                Node::Int(number) => Some(number),
+                _ => None,
+            };
+            match key {
+                "action" if self.str_at(pair[1]).is_some() => entry.action = pair[1],
+                "addr" | "size" | "device_free" => {
+                    let Some(value) = number.and_then(|number| u64::try_from(number).ok()) else {
+                        return false;
+                    };
+                    match key {
+                        "addr" => entry.addr = Some(value),
+                        "size" => entry.size = Some(value),
+                        _ => entry.device_free = Some(value),
+                    }
+                }
+                "time_us" if number.is_some() => entry.time_us = number,
+                "stream" | "frames" | "cpp_frames" | "compile_context" | "user_metadata" => {}
+                _ => return false,
+            }
+        }
+        if entry.action == Id::MAX {
+            return false;
+        }
+        // The dict's node becomes the entry (a memo may refer to it); the dicts table keeps an
+        // empty slot, which costs no heap.
+        let mut folded = Folded {
+            action: entry.action,
+            present: 0,
+            numbers: [0; 3],
+        };
+        let numbers = [
+            entry.addr,
+            entry.size,
+            entry.time_us.map(|time| time as u64),
+            entry.device_free,
+        ];
+        for (which, number) in numbers.into_iter().enumerate() {
+            if let Some(number) = number {
+                folded.present |= 1 << which;
+                match folded.numbers.get_mut(which) {
+                    Some(slot) => *slot = number,
+                    None => {
+                        self.device_free.insert(self.entries.len() as u32, number);
+                    }
+                }
+            }
+        }
+        grow(&mut self.entries);
+        self.entries.push(folded);
+        self.nodes[dict as usize] = Node::Entry(self.entries.len() as u32 - 1);
+        if at as usize + 1 == self.dicts.len() {
+            self.dicts.pop();
+        }
+        let mut numbers: Vec<Id> = values
+            .chunks(2)
+            .map(|pair| pair[1])
+            .filter(|&value| matches!(self.nodes[value as usize], Node::Int(_)))
+            .collect();
+        numbers.sort_unstable();
+        if let Some(&first) = numbers.first() {
+            let tail = numbers.len() == self.nodes.len() - first as usize
+                && numbers.windows(2).all(|pair| pair[1] == pair[0] + 1);
+            if tail && self.memo_high.is_none_or(|high| high < first) && first > dict {
+                self.nodes.truncate(first as usize);
+            }
+        }
+        true
+    }
+}
