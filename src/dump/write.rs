@@ -199,7 +199,7 @@ impl Allocation {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Field {
-    pub id: u64,
+    pub id: i64,
     pub size: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub object: Option<Text>,

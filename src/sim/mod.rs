@@ -13,8 +13,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
-
+use crate::dump::write::{self, Text};
 use crate::dump::{format_id, State};
 use crate::error::{Error, Result};
 use workload::{Node, Oom, Simulation};
@@ -221,16 +220,16 @@ struct Strings {
 }
 
 impl Strings {
-    fn value(&mut self, text: &str) -> Value {
+    fn value(&mut self, text: &str) -> Text {
         if !self.intern {
-            return Value::String(text.to_string());
+            return Text::Str(text.to_string());
         }
         let next = self.table.len();
         let index = *self.index.entry(text.to_string()).or_insert(next);
         if index == next {
             self.table.push(text.to_string());
         }
-        json!(index)
+        Text::Index(index)
     }
 }
 
@@ -257,71 +256,79 @@ fn dump_node(
         let mut sorted: Vec<_> = memory.allocations.values().collect();
         sorted.sort_by_key(|allocation| (allocation.offset, allocation.uid));
         for allocation in sorted {
-            let mut entry = Map::new();
-            entry.insert("uid".into(), json!(format_id(allocation.uid)));
-            if let Some(handle) = allocation.handle {
-                entry.insert("handle".into(), json!(format!("{handle:x}")));
-            }
-            entry.insert("kind".into(), strings.value(allocation.kind));
-            entry.insert("state".into(), json!(allocation.state.as_str()));
-            entry.insert("offset".into(), json!(allocation.offset));
-            entry.insert("size".into(), json!(allocation.size));
-            entry.insert("alignment".into(), json!(allocation.alignment));
-            entry.insert("created_ns".into(), json!(allocation.created_ns));
-            entry.insert("provenance".into(), strings.value(&allocation.provenance));
-            if let Some(label) = &allocation.label {
-                entry.insert("label".into(), strings.value(label));
-            }
-            if let Some(priority) = allocation.gc_priority {
-                entry.insert("gc_priority".into(), json!(priority));
-            }
+            let mut entry = write::Allocation::new(
+                format_id(allocation.uid),
+                strings.value(allocation.kind),
+                allocation.state.as_str(),
+                allocation.offset,
+                allocation.size,
+            );
+            entry.handle = allocation.handle.map(|handle| format!("{handle:x}"));
+            entry.alignment = Some(allocation.alignment);
+            entry.created_ns = Some(allocation.created_ns);
+            entry.provenance = Some(strings.value(&allocation.provenance));
+            entry.label = allocation
+                .label
+                .as_deref()
+                .map(|label| strings.value(label));
+            entry.gc_priority = allocation.gc_priority;
             if let Some((field, size, object)) = &allocation.field {
                 referenced_objects.insert(object.clone());
-                entry.insert(
-                    "fields".into(),
-                    json!([{"id": field, "size": size, "object": strings.value(object)}]),
-                );
+                entry.fields.push(write::Field {
+                    id: *field,
+                    size: *size,
+                    object: Some(strings.value(object)),
+                });
             }
             if allocation.collected && allocation.state == State::PendingFree {
-                entry.insert("attrs".into(), json!({"collected": true}));
+                entry.attrs.insert("collected".into(), true.into());
             }
-            allocations.push(Value::Object(entry));
+            allocations.push(entry);
         }
         allocation_count += allocations.len() as u64;
-        let holes: Vec<Value> = memory
-            .allocator
-            .free_ranges()
-            .map(|range| json!({"offset": range.offset, "size": range.size}))
-            .collect();
-        let mut entry = Map::new();
-        entry.insert("id".into(), json!(format!("{:x}", memory.id)));
-        entry.insert("kind".into(), strings.value(memory.kind));
-        entry.insert("name".into(), strings.value(&memory.name));
-        entry.insert("capacity".into(), json!(memory.capacity));
-        entry.insert("alignment".into(), json!(memory.alignment));
-        entry.insert("allocations".into(), Value::Array(allocations));
-        entry.insert("holes".into(), Value::Array(holes));
-        if !memory.failed.is_empty() {
-            let failed: Vec<Value> = memory
-                .failed
-                .iter()
-                .map(|request| {
-                    json!({"size": request.size, "alignment": request.alignment, "kind": strings.value(request.kind),
-                           "provenance": strings.value(&request.provenance), "time_ns": request.time_ns, "note": strings.value(&request.note)})
+        let mut entry = write::Memory::new(
+            format!("{:x}", memory.id),
+            strings.value(memory.kind),
+            memory.capacity,
+        );
+        entry.name = Some(strings.value(&memory.name));
+        entry.alignment = Some(memory.alignment);
+        entry.allocations = allocations;
+        entry.holes = Some(
+            memory
+                .allocator
+                .free_ranges()
+                .map(|range| write::Range {
+                    offset: range.offset,
+                    size: range.size,
                 })
-                .collect();
-            entry.insert("failed_requests".into(), Value::Array(failed));
+                .collect(),
+        );
+        for request in &memory.failed {
+            entry.failed_requests.push(write::FailedRequest {
+                size: request.size,
+                alignment: Some(request.alignment),
+                kind: Some(strings.value(request.kind)),
+                provenance: Some(strings.value(&request.provenance)),
+                time_ns: Some(request.time_ns),
+                note: Some(strings.value(&request.note)),
+                device_free: None,
+            });
         }
-        memories.push(Value::Object(entry));
+        memories.push(entry);
     }
-    let objects: Vec<Value> = simulation
+    let objects: Vec<write::Object> = simulation
         .stores
         .iter()
         .filter(|store| referenced_objects.contains(&store.id))
-        .map(|store| {
-            json!({"id": strings.value(&store.id), "kind": strings.value("store"), "name": strings.value(&store.name),
-                   "shape": store.shape, "dtype": strings.value(store.dtype), "partition": strings.value(&store.partition),
-                   "provenance": strings.value(&store.provenance)})
+        .map(|store| write::Object {
+            id: strings.value(&store.id),
+            kind: Some(strings.value("store")),
+            name: Some(strings.value(&store.name)),
+            shape: Some(store.shape.clone()),
+            dtype: Some(strings.value(store.dtype)),
+            partition: Some(strings.value(&store.partition)),
+            provenance: Some(strings.value(&store.provenance)),
         })
         .collect();
     // Paced, the run plays a live job: each dump's wall time is when it is written. Otherwise the
@@ -342,29 +349,28 @@ fn dump_node(
             time_ns.rem_euclid(1_000_000_000) as u32,
         ),
     };
-    let mut snapshot =
-        json!({"seq": seq, "time_ns": time_ns, "wall_time": wall_time, "reason": reason});
-    if let Some(note) = note {
-        snapshot["note"] = strings.value(note);
-    }
-    let mut top = Map::new();
-    top.insert("format".into(), json!("memstate-dump"));
-    top.insert("version".into(), json!(1));
-    top.insert(
-        "producer".into(),
-        json!({"name": "memstate-sim", "version": env!("CARGO_PKG_VERSION")}),
-    );
-    top.insert(
-        "run".into(),
-        json!({"id": config.run_id, "node": node.index, "node_count": config.nodes, "host": format!("node{:03}", node.index + 1), "pid": 4000 + node.index}),
-    );
-    top.insert("snapshot".into(), snapshot);
-    top.insert("objects".into(), Value::Array(objects));
-    top.insert("memories".into(), Value::Array(memories));
-    if config.intern {
-        top.insert("strings".into(), json!(strings.table));
-    }
-    (Value::Object(top).to_string(), allocation_count)
+    let snapshot = write::Snapshot {
+        seq,
+        time_ns,
+        wall_time: Some(wall_time),
+        reason: reason.to_string(),
+        note: note.map(|note| strings.value(note)),
+    };
+    let run = write::Run {
+        id: config.run_id.clone(),
+        node: node.index as i64,
+        node_count: Some(config.nodes as u64),
+        host: Some(format!("node{:03}", node.index + 1)),
+        pid: Some(4000 + node.index),
+    };
+    let mut dump = write::Dump::new(run, snapshot, memories);
+    dump.producer = Some(write::Producer {
+        name: "memstate-sim".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    });
+    dump.objects = objects;
+    dump.strings = strings.table;
+    (dump.to_json(), allocation_count)
 }
 
 fn check(config: &Config) -> Result<()> {
