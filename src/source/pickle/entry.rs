@@ -50,7 +50,7 @@ const ENTRY_KEYS: &[&str] = &[
 
 impl Reader<'_> {
     fn str_at(&self, index: Id) -> Option<&str> {
-        match self.nodes[index as usize] {
+        match self.arena.nodes[index as usize] {
             Node::Str { start, len } => std::str::from_utf8(
                 self.bytes
                     .get(start as usize..start as usize + len as usize)?,
@@ -64,10 +64,10 @@ impl Reader<'_> {
     /// dropping the integer values it consumed when nothing else can refer to them (they are the
     /// last values made and no memo entry reaches them). Whether it was folded.
     pub(super) fn fold(&mut self, dict: Id, values: &[Id]) -> bool {
-        let Node::Dict(at) = self.nodes[dict as usize] else {
+        let Node::Dict(at) = self.arena.nodes[dict as usize] else {
             return false;
         };
-        if !self.dicts[at as usize].is_empty() || !values.len().is_multiple_of(2) {
+        if !self.arena.dicts[at as usize].is_empty() || !values.len().is_multiple_of(2) {
             return false;
         }
         let mut entry = TraceEntry {
@@ -84,7 +84,7 @@ impl Reader<'_> {
             if !ENTRY_KEYS.contains(&key) {
                 return false;
             }
-            let number = match self.nodes[pair[1] as usize] {
+            let number = match self.arena.nodes[pair[1] as usize] {
                 Node::Int(number) => Some(number),
                 _ => None,
             };
@@ -127,28 +127,30 @@ impl Reader<'_> {
                 match folded.numbers.get_mut(which) {
                     Some(slot) => *slot = number,
                     None => {
-                        self.device_free.insert(self.entries.len() as u32, number);
+                        self.arena
+                            .device_free
+                            .insert(self.arena.entries.len() as u32, number);
                     }
                 }
             }
         }
-        grow(&mut self.entries);
-        self.entries.push(folded);
-        self.nodes[dict as usize] = Node::Entry(self.entries.len() as u32 - 1);
-        if at as usize + 1 == self.dicts.len() {
-            self.dicts.pop();
+        grow(&mut self.arena.entries);
+        self.arena.entries.push(folded);
+        self.arena.nodes[dict as usize] = Node::Entry(self.arena.entries.len() as u32 - 1);
+        if at as usize + 1 == self.arena.dicts.len() {
+            self.arena.dicts.pop();
         }
         let mut numbers: Vec<Id> = values
             .chunks(2)
             .map(|pair| pair[1])
-            .filter(|&value| matches!(self.nodes[value as usize], Node::Int(_)))
+            .filter(|&value| matches!(self.arena.nodes[value as usize], Node::Int(_)))
             .collect();
         numbers.sort_unstable();
         if let Some(&first) = numbers.first() {
-            let tail = numbers.len() == self.nodes.len() - first as usize
+            let tail = numbers.len() == self.arena.nodes.len() - first as usize
                 && numbers.windows(2).all(|pair| pair[1] == pair[0] + 1);
             if tail && self.memo_high.is_none_or(|high| high < first) && first > dict {
-                self.nodes.truncate(first as usize);
+                self.arena.nodes.truncate(first as usize);
             }
         }
         true

@@ -45,10 +45,10 @@ enum Node {
     Entry(u32),
 }
 
-/// A parsed pickle: its arena and the index of its top value, over the bytes it was read from.
-#[derive(Debug)]
-pub struct Pickle<'b> {
-    bytes: &'b [u8],
+/// The values read: nodes, and the tables their containers, wide integers, copied strings and
+/// folded trace entries live in (the parsed pickle's and the reader's, the same).
+#[derive(Debug, Default)]
+struct Arena {
     nodes: Vec<Node>,
     sequences: Vec<Vec<Id>>,
     dicts: Vec<Vec<(Id, Id)>>,
@@ -57,6 +57,13 @@ pub struct Pickle<'b> {
     entries: Vec<Folded>,
     /// The `device_free` of folded entries that have one, by entry.
     device_free: HashMap<u32, u64>,
+}
+
+/// A parsed pickle: its arena and the index of its top value, over the bytes it was read from.
+#[derive(Debug)]
+pub struct Pickle<'b> {
+    bytes: &'b [u8],
+    arena: Arena,
     pub root: Id,
     /// How many strings held bytes that are not UTF-8 (replaced by U+FFFD).
     pub replaced: u64,
@@ -70,7 +77,7 @@ const INDEXED: usize = 32;
 
 impl Pickle<'_> {
     fn node(&self, index: Id) -> Node {
-        self.nodes[index as usize]
+        self.arena.nodes[index as usize]
     }
 
     /// A dict's value for a string key.
@@ -78,7 +85,7 @@ impl Pickle<'_> {
         match self.node(dict) {
             Node::Dict(at) => match self.indexed.get(&at) {
                 Some(index) => index.get(key).copied(),
-                None => self.dicts[at as usize]
+                None => self.arena.dicts[at as usize]
                     .iter()
                     .find_map(|&(k, v)| (self.str(k) == Some(key)).then_some(v)),
             },
@@ -89,7 +96,7 @@ impl Pickle<'_> {
     pub fn int(&self, index: Id) -> Option<i128> {
         match self.node(index) {
             Node::Int(value) => Some(i128::from(value)),
-            Node::Wide(at) => Some(self.wide[at as usize]),
+            Node::Wide(at) => Some(self.arena.wide[at as usize]),
             Node::Bool(value) => Some(i128::from(value)),
             Node::Float(value) if value.fract() == 0.0 && value.abs() < 9.0e18 => {
                 Some(value as i128)
@@ -106,7 +113,7 @@ impl Pickle<'_> {
                     .get(start as usize..start as usize + len as usize)?;
                 std::str::from_utf8(bytes).ok()
             }
-            Node::Text(at) => Some(&self.texts[at as usize]),
+            Node::Text(at) => Some(&self.arena.texts[at as usize]),
             _ => None,
         }
     }
@@ -115,7 +122,7 @@ impl Pickle<'_> {
     pub fn trace_entry(&self, index: Id) -> Option<TraceEntry> {
         match self.node(index) {
             Node::Entry(at) => {
-                let folded = self.entries[at as usize];
+                let folded = self.arena.entries[at as usize];
                 Some(TraceEntry {
                     action: folded.action,
                     addr: folded.number(0),
@@ -123,7 +130,7 @@ impl Pickle<'_> {
                     time_us: folded.number(2).map(|bits| bits as i64),
                     device_free: folded
                         .number(3)
-                        .and_then(|_| self.device_free.get(&at).copied()),
+                        .and_then(|_| self.arena.device_free.get(&at).copied()),
                 })
             }
             _ => None,
@@ -133,7 +140,7 @@ impl Pickle<'_> {
     /// A list's or tuple's items.
     pub fn items(&self, index: Id) -> Option<&[Id]> {
         match self.node(index) {
-            Node::List(at) | Node::Tuple(at) => Some(&self.sequences[at as usize]),
+            Node::List(at) | Node::Tuple(at) => Some(&self.arena.sequences[at as usize]),
             _ => None,
         }
     }
@@ -154,13 +161,7 @@ pub struct PickleError {
 struct Reader<'b> {
     bytes: &'b [u8],
     at: usize,
-    nodes: Vec<Node>,
-    sequences: Vec<Vec<Id>>,
-    dicts: Vec<Vec<(Id, Id)>>,
-    wide: Vec<i128>,
-    texts: Vec<String>,
-    entries: Vec<Folded>,
-    device_free: HashMap<u32, u64>,
+    arena: Arena,
     /// The highest value the memo refers to: values above it only the stack holds.
     memo_high: Option<Id>,
     stack: Vec<Entry>,
@@ -220,19 +221,19 @@ impl Reader<'_> {
     }
 
     fn push(&mut self, node: Node) -> Step<()> {
-        let Ok(index) = Id::try_from(self.nodes.len()) else {
+        let Ok(index) = Id::try_from(self.arena.nodes.len()) else {
             return self.fail(self.at, "more values than memstate reads in one pickle");
         };
-        grow(&mut self.nodes);
-        self.nodes.push(node);
+        grow(&mut self.arena.nodes);
+        self.arena.nodes.push(node);
         self.stack.push(Entry::Value(index));
         Ok(())
     }
 
     fn push_sequence(&mut self, items: Vec<Id>, tuple: bool) -> Step<()> {
-        let at = self.sequences.len() as u32;
-        grow(&mut self.sequences);
-        self.sequences.push(items);
+        let at = self.arena.sequences.len() as u32;
+        grow(&mut self.arena.sequences);
+        self.arena.sequences.push(items);
         self.push(if tuple {
             Node::Tuple(at)
         } else {
@@ -241,9 +242,9 @@ impl Reader<'_> {
     }
 
     fn push_dict(&mut self) -> Step<()> {
-        let at = self.dicts.len() as u32;
-        grow(&mut self.dicts);
-        self.dicts.push(Vec::new());
+        let at = self.arena.dicts.len() as u32;
+        grow(&mut self.arena.dicts);
+        self.arena.dicts.push(Vec::new());
         self.push(Node::Dict(at))
     }
 
@@ -251,8 +252,8 @@ impl Reader<'_> {
         match i64::try_from(value) {
             Ok(value) => self.push(Node::Int(value)),
             Err(_) => {
-                self.wide.push(value);
-                self.push(Node::Wide(self.wide.len() as u32 - 1))
+                self.arena.wide.push(value);
+                self.push(Node::Wide(self.arena.wide.len() as u32 - 1))
             }
         }
     }
@@ -321,8 +322,8 @@ impl Reader<'_> {
             // bytes that are not UTF-8: kept, those bytes replaced, and counted.
             let text = String::from_utf8_lossy(bytes).into_owned();
             self.replaced += 1;
-            self.texts.push(text);
-            return self.push(Node::Text(self.texts.len() as u32 - 1));
+            self.arena.texts.push(text);
+            return self.push(Node::Text(self.arena.texts.len() as u32 - 1));
         }
         let Ok(len) = u32::try_from(length) else {
             return self.fail(at, "a string longer than 4 GiB");
@@ -345,13 +346,14 @@ impl Reader<'_> {
     }
 
     fn extend(&mut self, at: usize, container: Id, values: Vec<Id>) -> Step<()> {
-        match self.nodes[container as usize] {
-            Node::List(index) => self.sequences[index as usize].extend(values),
+        match self.arena.nodes[container as usize] {
+            Node::List(index) => self.arena.sequences[index as usize].extend(values),
             Node::Dict(index) => {
                 if !values.len().is_multiple_of(2) {
                     return self.fail(at, "SETITEMS with an odd number of values");
                 }
-                self.dicts[index as usize].extend(values.chunks(2).map(|pair| (pair[0], pair[1])));
+                self.arena.dicts[index as usize]
+                    .extend(values.chunks(2).map(|pair| (pair[0], pair[1])));
             }
             _ => {
                 return self.fail(
@@ -459,8 +461,8 @@ impl Reader<'_> {
                     let line = self.line()?;
                     let text = String::from_utf8_lossy(line).into_owned();
                     self.replaced += u64::from(std::str::from_utf8(line).is_err());
-                    self.texts.push(text);
-                    self.push(Node::Text(self.texts.len() as u32 - 1))?;
+                    self.arena.texts.push(text);
+                    self.push(Node::Text(self.arena.texts.len() as u32 - 1))?;
                 }
                 b'C' | b'B' | 0x8e | b'U' | b'T' | 0x96 => {
                     let width = match opcode {
@@ -586,13 +588,7 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
     let mut reader = Reader {
         bytes,
         at: 0,
-        nodes: Vec::new(),
-        sequences: Vec::new(),
-        dicts: Vec::new(),
-        wide: Vec::new(),
-        texts: Vec::new(),
-        entries: Vec::new(),
-        device_free: HashMap::new(),
+        arena: Arena::default(),
         memo_high: None,
         stack: Vec::new(),
         replaced: 0,
@@ -602,19 +598,13 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
     let root = reader.run()?;
     let mut pickle = Pickle {
         bytes,
-        nodes: reader.nodes,
-        sequences: reader.sequences,
-        dicts: reader.dicts,
-        wide: reader.wide,
-        texts: reader.texts,
-        entries: reader.entries,
-        device_free: reader.device_free,
+        arena: reader.arena,
         root,
         replaced: reader.replaced,
         indexed: HashMap::new(),
     };
     let mut indexed = HashMap::new();
-    for (at, entries) in pickle.dicts.iter().enumerate() {
+    for (at, entries) in pickle.arena.dicts.iter().enumerate() {
         if entries.len() > INDEXED {
             let mut index = HashMap::with_capacity(entries.len());
             for &(key, value) in entries {
