@@ -44,6 +44,14 @@ pub const MAX_FOLDER_BYTES: usize = 255;
 /// A run id has no length limit, but Hive's layout keeps it whole in the folder's name (it is the
 /// `run` column's value), so it cannot be shortened the way shard file names are.
 pub fn check_run_folder(run: &str) -> std::result::Result<(), String> {
+    // Hive's readers (DuckDB, Spark) take this one partition value for NULL: the run's rows would
+    // come back without their run. No escape is undone before that comparison in every reader,
+    // so the run is refused rather than renamed behind the user's back.
+    if run == HIVE_NULL {
+        return Err(format!(
+            "the run id {HIVE_NULL} is the partition value Hive's readers (DuckDB, Spark) read as NULL, so its rows would lose their run; give the run another id (the dumps' `run.id`, or `import --run ID` for a log or a PyTorch snapshot) and import it again"
+        ));
+    }
     let bytes = run_folder(run).len();
     if bytes > MAX_FOLDER_BYTES {
         return Err(format!(
@@ -53,6 +61,9 @@ pub fn check_run_folder(run: &str) -> std::result::Result<(), String> {
     }
     Ok(())
 }
+
+/// The partition value Hive's layout reserves for NULL.
+pub const HIVE_NULL: &str = "__HIVE_DEFAULT_PARTITION__";
 
 /// `node=<node>`.
 pub fn node_folder(node: i64) -> String {

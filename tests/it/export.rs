@@ -451,3 +451,51 @@ fn what_cannot_be_exported_is_refused_by_name_before_anything_is_written() {
     std::fs::write(copy.join("other.txt"), "x").unwrap();
     export(&[shard0], &copy);
 }
+
+/// Issue 27, item 8: a run id of `__HIVE_DEFAULT_PARTITION__` came back NULL from DuckDB (Hive's
+/// readers take that partition value for NULL). The export refuses it by name (exit 2), saying
+/// how to rename the run, and writes no partition of it.
+#[test]
+fn a_run_named_as_hives_null_partition_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dump = crate::common::small();
+    dump["run"]["id"] = serde_json::json!("__HIVE_DEFAULT_PARTITION__");
+    let db = dir.path().join("t.db");
+    import(
+        &db,
+        &[&crate::common::write_json(dir.path(), "d.json", &dump)],
+        0,
+    );
+    let out = dir.path().join("dataset");
+    let output = Command::new(env!("CARGO_BIN_EXE_memstate"))
+        .args(["export", "-q", "--out"])
+        .arg(&out)
+        .arg(&db)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("__HIVE_DEFAULT_PARTITION__") && stderr.contains("run.id"),
+        "{stderr}"
+    );
+    let written: Vec<_> = walk(&out);
+    assert!(
+        written.iter().all(|path| !path.contains("run=__HIVE")),
+        "{written:?}"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            found.push(path.display().to_string());
+            if path.is_dir() {
+                found.extend(walk(&path));
+            }
+        }
+    }
+    found
+}
