@@ -77,9 +77,16 @@ fn writer(
     // Open shards, the most recently used last.
     let mut databases: Vec<((String, i64), db::Database)> = Vec::new();
     let mut seen: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
+    // Nodes whose shard file is not a memstate database: their dumps are refused.
+    let mut broken: std::collections::HashSet<(String, i64)> = std::collections::HashSet::new();
     let mut next = jobs.recv().ok();
     while let Some(job) = next.take() {
         let key = job.key.clone();
+        if broken.contains(&key) {
+            refuse(&shared, flow, job.weight, None);
+            next = jobs.recv().ok();
+            continue;
+        }
         match databases.iter().position(|(open, _)| *open == key) {
             Some(index) => {
                 let entry = databases.remove(index);
@@ -91,7 +98,26 @@ fn writer(
                     oldest.finish()?;
                 }
                 let path = shard_path(&dir, &key.0, key.1);
-                let database = db::open(&path)?;
+                let database = match db::open(&path) {
+                    Ok(database) => database,
+                    // The file under this node's shard name is not a memstate database (or not
+                    // one this memstate writes): that node is refused by name, its file left
+                    // as it is, and the other nodes go on.
+                    Err(Error::Database { file, message }) => {
+                        let error = Error::Database {
+                            file,
+                            message: format!(
+                                "{message}; the dumps of run {:?} node {} are not imported",
+                                key.0, key.1
+                            ),
+                        };
+                        broken.insert(key);
+                        refuse(&shared, flow, job.weight, Some(error));
+                        next = jobs.recv().ok();
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                };
                 if seen.insert(key.clone()) {
                     if let Ok(mut shared) = shared.lock() {
                         shared.shards.push((key.clone(), path));
@@ -143,6 +169,18 @@ fn writer(
         database.finish()?;
     }
     Ok(())
+}
+
+/// Count a dump refused (with the error that says why, once per node) and free its room.
+fn refuse(shared: &Mutex<Shared>, flow: &FlowControl, weight: u64, error: Option<Error>) {
+    if let Ok(mut state) = flow.0.lock() {
+        state.rows = state.rows.saturating_sub(weight);
+        flow.1.notify_all();
+    }
+    if let Ok(mut shared) = shared.lock() {
+        shared.summary.refused += 1;
+        shared.refused.extend(error);
+    }
 }
 
 /// Wait until the writers' queues have room for `weight` rows (or are empty), and count them in;

@@ -243,3 +243,55 @@ fn a_killed_shard_import_resumes_to_the_same_shards() {
         );
     }
 }
+
+/// Issue 27, item 6: a file that is not a memstate database under one node's shard name stopped
+/// the whole shard import (exit 2, no summary, the other nodes never imported). Now that node is
+/// refused by name, its file left byte for byte, the other two nodes imported as a plain import
+/// of their dumps has them, the summary printed, exit 1. By hand: 3 nodes, dumps every 8 of 80
+/// steps: each node's dumps land in its shard except node 1's, all refused.
+#[test]
+fn a_garbage_shard_refuses_its_node_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let config = memstate::sim::Config {
+        nodes: 3,
+        steps: 80,
+        dump_every: 8,
+        ..Default::default()
+    };
+    memstate::sim::simulate(&config, &run, &mut |_| {}).unwrap();
+    let one = dir.path().join("one.db");
+    import(&one, &[&run], 0);
+    let shards = dir.path().join("shards");
+    std::fs::create_dir(&shards).unwrap();
+    let garbage = memstate::shards::shard_path(&shards, &config.run_id, 1);
+    std::fs::write(&garbage, b"not a database at all\n").unwrap();
+    for jobs in ["1", "2"] {
+        let output = on_db(dir.path().join("unused.db"))
+            .args(["import", "--jobs", jobs, "--shard-dir"])
+            .arg(&shards)
+            .arg(&run)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(1), "jobs {jobs}: {stderr}");
+        let named = stderr
+            .lines()
+            .filter(|line| line.contains(&garbage.display().to_string()))
+            .count();
+        assert_eq!(named, 1, "the node is refused once, by name: {stderr}");
+        let node1: i64 =
+            crate::common::scalar(&one, "SELECT count(*) FROM snapshots WHERE node = 1");
+        assert!(
+            stdout.contains(&format!("{node1} refused"))
+                || stderr.contains(&format!("{node1} refused")),
+            "every dump of node 1 counted refused ({node1}): {stdout} {stderr}"
+        );
+        assert_eq!(std::fs::read(&garbage).unwrap(), b"not a database at all\n");
+        for node in [0, 2] {
+            let shard = memstate::shards::shard_path(&shards, &config.run_id, node);
+            assert_eq!(node_rows(&shard, Some(node)), node_rows(&one, Some(node)));
+        }
+    }
+}
