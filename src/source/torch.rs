@@ -155,6 +155,28 @@ fn bad(display: &str, message: impl Into<String>) -> Error {
     }
 }
 
+/// A size or address of a segment or block: `None` when absent, an error saying what is wrong
+/// with a value that is there but no unsigned 64-bit integer.
+fn size_field(
+    pickle: &Pickle,
+    dict: pickle::Id,
+    key: &str,
+) -> std::result::Result<Option<u64>, String> {
+    let Some(value) = pickle.get(dict, key) else {
+        return Ok(None);
+    };
+    match pickle.int(value) {
+        Some(number) if number < 0 => Err(format!("{key} is {number}, negative")),
+        Some(number) => u64::try_from(number)
+            .map(Some)
+            .map_err(|_| format!("{key} is {number}, past 2^64")),
+        None => Err(format!(
+            "{key} is {}, not an integer",
+            pickle.describe(value)
+        )),
+    }
+}
+
 fn unsigned(pickle: &Pickle, dict: pickle::Id, key: &str) -> Option<u64> {
     pickle
         .get(dict, key)
@@ -207,9 +229,9 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
     let mut found = BTreeMap::new();
     for (position, &segment) in list.iter().enumerate() {
         let place = |what: &str| bad(display, format!("segments[{position}]: {what}"));
-        let address = unsigned(pickle, segment, "address").ok_or_else(|| place("no address"))?;
-        let total_size =
-            unsigned(pickle, segment, "total_size").ok_or_else(|| place("no total_size"))?;
+        let field = |dict, key: &str| size_field(pickle, dict, key).map_err(|what| place(&what));
+        let address = field(segment, "address")?.ok_or_else(|| place("no address"))?;
+        let total_size = field(segment, "total_size")?.ok_or_else(|| place("no total_size"))?;
         let device = pickle
             .get(segment, "device")
             .and_then(|value| pickle.int(value))
@@ -230,10 +252,10 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
             .and_then(|blocks| pickle.items(blocks))
             .unwrap_or(&[])
         {
-            let Some(size) = unsigned(pickle, block, "size") else {
+            let Some(size) = field(block, "size")? else {
                 return Err(place("a block without a size"));
             };
-            let at = unsigned(pickle, block, "address").unwrap_or(next);
+            let at = field(block, "address")?.unwrap_or(next);
             next = at.saturating_add(size);
             if size == 0 {
                 continue;

@@ -402,6 +402,7 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
 /// SHORT_BINUNICODE / BINUNICODE, LONG1), for inputs no fixture has.
 enum Py {
     Int(i128),
+    Float(f64),
     Str(Vec<u8>),
     List(Vec<Py>),
     Dict(Vec<(&'static str, Py)>),
@@ -413,6 +414,10 @@ fn pickled(value: &Py) -> Vec<u8> {
             Py::Int(number) => {
                 out.extend_from_slice(&[0x8a, 9]);
                 out.extend_from_slice(&number.to_le_bytes()[..9]);
+            }
+            Py::Float(number) => {
+                out.push(b'G');
+                out.extend_from_slice(&number.to_be_bytes());
             }
             Py::Str(bytes) => {
                 out.push(b'X');
@@ -556,6 +561,52 @@ fn pytorch_snapshots_at_the_edges_are_read_or_refused_by_name() {
         rows(&db, "SELECT a.provenance FROM allocations a"),
         [["train_\u{fffd}\u{fffd}\u{fffd}.py:7"]]
     );
+    // Issue 27, item 9: a value that is there but no size says what is wrong with it.
+    for (name, address, total, words) in [
+        (
+            "negative",
+            Py::Int(-5),
+            Py::Int(4096),
+            "segments[0]: address is -5, negative",
+        ),
+        (
+            "huge",
+            Py::Int(1i128 << 64),
+            Py::Int(4096),
+            "segments[0]: address is 18446744073709551616, past 2^64",
+        ),
+        (
+            "float",
+            Py::Int(4096),
+            Py::Float(1.5),
+            "segments[0]: total_size is the float 1.5, not an integer",
+        ),
+    ] {
+        let value = Py::Dict(vec![(
+            "segments",
+            Py::List(vec![Py::Dict(vec![
+                ("device", Py::Int(0)),
+                ("address", address),
+                ("total_size", total),
+                ("blocks", Py::List(vec![])),
+            ])]),
+        )]);
+        let output = on_db(dir.path().join(format!("{name}.db")))
+            .arg("import")
+            .arg(write(
+                dir.path(),
+                &format!("{name}.pickle"),
+                &pickled(&value),
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("{name}.pickle")) && stderr.contains(words),
+            "{name}: {stderr}"
+        );
+    }
     // A pickle past --max-pickle-size is refused by name, with the option to raise it.
     let small = on_db(dir.path().join("small.db"))
         .args(["import", "--max-pickle-size", "100"])

@@ -118,6 +118,22 @@ impl Pickle<'_> {
         }
     }
 
+    /// What a value is, for a message: `the float 1.5`, `a string`, `a list`, ...
+    pub fn describe(&self, index: Id) -> String {
+        match self.node(index) {
+            Node::None => "None".to_string(),
+            Node::Bool(value) => format!("the boolean {value}"),
+            Node::Int(value) => format!("the integer {value}"),
+            Node::Wide(at) => format!("the integer {}", self.arena.wide[at as usize]),
+            Node::Float(value) => format!("the float {value}"),
+            Node::Str { .. } | Node::Text(_) => "a string".to_string(),
+            Node::Bytes => "bytes".to_string(),
+            Node::List(_) => "a list".to_string(),
+            Node::Tuple(_) => "a tuple".to_string(),
+            Node::Dict(_) | Node::Entry(_) => "a dict".to_string(),
+        }
+    }
+
     /// A folded trace entry.
     pub fn trace_entry(&self, index: Id) -> Option<TraceEntry> {
         match self.node(index) {
