@@ -4,6 +4,7 @@
 mod cli;
 mod commands;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -23,7 +24,7 @@ fn main() -> ExitCode {
         // `memstate holes | head`: the reader has what it wanted.
         Err(error) if error.is_closed_output() => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("{}", commands::error_line(&error));
+            let _ = writeln!(std::io::stderr(), "{}", commands::error_line(&error));
             ExitCode::from(error.exit_code() as u8)
         }
     }

@@ -47,7 +47,7 @@ pub fn man(args: &ManArgs) -> Result<u8> {
             let path = folder.join(name);
             memstate::files::write_atomically(&path, bytes, &path)?;
         }
-        eprintln!(
+        note!(
             "wrote {} manual pages into {}",
             pages.len(),
             memstate::units::visible(&folder.display().to_string())

@@ -33,7 +33,7 @@ pub fn run(db_path: &Path, args: &DatasetteArgs) -> Result<u8> {
         let path = dir.join(datasette::PLUGIN_FILE);
         let target = protected().check(&path)?;
         super::write_output(&target, &path, datasette::plugin(&name).as_bytes())?;
-        eprintln!("wrote {}", visible(&path.display().to_string()));
+        note!("wrote {}", visible(&path.display().to_string()));
     }
     let text = serde_json::to_string_pretty(&metadata).map_err(|error| Error::Internal {
         file: String::new(),
@@ -46,7 +46,7 @@ pub fn run(db_path: &Path, args: &DatasetteArgs) -> Result<u8> {
             let plugins = args.plugins_dir.as_ref().map_or(String::new(), |dir| {
                 format!(" --plugins-dir {}", visible(&dir.display().to_string()))
             });
-            eprintln!(
+            note!(
                 "wrote {} (serve with: datasette {} -m {}{plugins})",
                 visible(&path.display().to_string()),
                 visible(&db_path.display().to_string()),

@@ -70,13 +70,13 @@ fn check_pair(conn: &rusqlite::Connection, before: i64, after: i64) -> Result<()
         )));
     }
     if first.1 != second.1 {
-        eprintln!(
+        note!(
             "warning: {} and {} are on different nodes: they hold different memories, so most allocations will show as appeared or disappeared",
             name(&first, before),
             name(&second, after)
         );
     } else if second.2 < first.2 {
-        eprintln!(
+        note!(
             "warning: {} comes before {}: the changes are read backwards in time (swap them to follow the run)",
             name(&second, after),
             name(&first, before)

@@ -64,7 +64,7 @@ pub fn run(db_path: &Path, args: &ExportArgs) -> Result<u8> {
     );
     let printer = Printer::with_format(args.summary_format);
     printer.print(&Report::table(table))?;
-    eprintln!(
+    note!(
         "exported {}: {} of {} into {}",
         counted(summary.databases as u64, "database"),
         counted(summary.node_partitions, "node partition"),

@@ -35,7 +35,7 @@ fn show_events(bar: &ProgressBar) -> impl FnMut(ImportEvent) + '_ {
             counted(summary.allocations, "allocation"),
             summary.refused
         )),
-        ImportEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
+        ImportEvent::Refused { error } => bar.suspend(|| note!("{}", error_line(error))),
     }
 }
 
@@ -202,7 +202,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
                 };
                 bar.set_prefix(format!("following {paths} (Ctrl-C stops)"));
                 if bar.is_hidden() && !args.read.quiet {
-                    eprintln!(
+                    note!(
                         "following {} by {how}; Ctrl-C or SIGTERM stops",
                         args.read.paths.join(" ")
                     );
@@ -211,7 +211,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
             FollowEvent::Landed { run, node, seq, .. } => {
                 last_landed = Some((run.to_string(), node, seq, Instant::now()))
             }
-            FollowEvent::Refused { error } => bar.suspend(|| eprintln!("{}", error_line(error))),
+            FollowEvent::Refused { error } => bar.suspend(|| note!("{}", error_line(error))),
             FollowEvent::OutOfMemory {
                 run,
                 node,
@@ -221,7 +221,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
                 verdict,
             } => bar.suspend(|| {
                 // Said even with --quiet: it is what the user is waiting for.
-                eprintln!(
+                note!(
                     "out of memory: {} node {node} seq {seq}, {}: a request of {} failed ({verdict}); the story: memstate --db {} oom --snapshot {}",
                     visible(run),
                     visible(&memory),
@@ -308,7 +308,7 @@ fn print_outcome(args: &ImportArgs, summary: &ImportSummary, target: &Path) -> R
     };
     Printer::with_format(args.read.format).print(&summary_report(summary, verb, Some(target)))?;
     if summary.interrupted {
-        eprintln!("interrupted: the dump in progress was rolled back; run the same command again to import the rest (dumps already imported are skipped)");
+        note!("interrupted: the dump in progress was rolled back; run the same command again to import the rest (dumps already imported are skipped)");
         return Ok(130);
     }
     Ok(if summary.refused > 0 { 1 } else { 0 })

@@ -2,6 +2,15 @@
 //! here), and what they share: where the database is, the one way results are printed (every
 //! line to standard output goes through [`Printer`]), messages on standard error, progress bars.
 
+/// `eprintln!` without its panic: a message on standard error that cannot be written (a closed
+/// or full stderr) is dropped, never the command's work.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod blockers;
 mod completions;
 mod datasette;
