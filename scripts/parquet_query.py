@@ -17,7 +17,10 @@ engine, never written into the SQL text: snapshot_id gives :snapshot_run (text),
 :name with `args` (Spark 3.5 or later), so a value holding quotes or backslashes stays a value.
 
 Each table of the dataset is registered as a view by its name, with `run` pinned as text and
-`node` as a 64-bit integer, whatever the partition folders look like.
+`node` as a 64-bit integer, whatever the partition folders look like. A node partition is read as
+its manifest (_memstate_nodes/run=R/node=N.json) names it, so an export at work is seen as it was
+before or after, whole; an export that died or failed part-way (its record in _memstate_exports/
+not locked by a live process) makes the dataset refused by name until it is run again.
 
 Needs DuckDB (pip install duckdb) or PySpark (pip install pyspark, with Java 17 or later).
 Exit status: 0 ok, 2 bad usage or a dataset that cannot be read.
@@ -26,15 +29,21 @@ Exit status: 0 ok, 2 bad usage or a dataset that cannot be read.
 import argparse
 import csv
 import decimal
+import fcntl
 import glob
+import json
 import math
 import os
 import re
 import sys
+import time
 
 HERE = os.path.dirname(os.path.realpath(__file__))
 QUERIES = os.path.join(HERE, os.pardir, "queries", "portable")
 MARKER = "_memstate_dataset.json"
+LAYOUT_VERSION = 2
+NODES = "_memstate_nodes"
+EXPORTS = "_memstate_exports"
 NODE_TABLES = ["snapshots", "memories", "memory_stats", "allocation_spans", "hole_spans", "failed_requests"]
 RUN_TABLES = ["objects", "allocation_objects"]
 
@@ -90,20 +99,16 @@ class Engine:
 
 
 class DuckDB(Engine):
-    def __init__(self, data):
+    def __init__(self, data, files):
         try:
             import duckdb
         except ImportError as error:
             raise Refused(f"DuckDB is not installed ({error}); pip install duckdb") from error
         self.connection = duckdb.connect()
         for table in NODE_TABLES + RUN_TABLES:
-            # The files are listed here, with the folder's own glob characters escaped, and handed
-            # to DuckDB by name: a pattern built from --data would read `refA` for `ref[A]`.
-            depth = ("*", "*", "*.parquet") if table in NODE_TABLES else ("*", "*.parquet")
-            files = sorted(glob.glob(os.path.join(glob.escape(data), table, *depth)))
-            if not files:
-                raise Refused(f"{data}: the dataset has no {table} files; export it again")
-            listed = ", ".join("'" + name.replace("'", "''") + "'" for name in files)
+            # The files are handed to DuckDB by name (see dataset_files): a pattern built from
+            # --data would read `refA` for `ref[A]`.
+            listed = ", ".join("'" + name.replace("'", "''") + "'" for name in files[table])
             types = "{'run': VARCHAR, 'node': BIGINT}" if table in NODE_TABLES else "{'run': VARCHAR}"
             self.connection.execute(
                 f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listed}], "
@@ -119,7 +124,7 @@ class DuckDB(Engine):
 
 
 class Spark(Engine):
-    def __init__(self, data):
+    def __init__(self, data, files):
         try:
             from pyspark.sql import SparkSession
             from pyspark.sql import functions
@@ -142,9 +147,10 @@ class Spark(Engine):
         self.spark.sparkContext.setLogLevel("ERROR")
         for table in NODE_TABLES + RUN_TABLES:
             folder = os.path.join(data, table)
-            # Spark globs the path it reads (Hadoop's patterns): the folder's own glob characters
-            # are escaped with a backslash so that `ref[A]` reads ref[A], not refA.
-            frame = self.spark.read.option("basePath", folder).parquet(hadoop_literal(folder))
+            # Spark globs the paths it reads (Hadoop's patterns): glob characters are escaped
+            # with a backslash so that `ref[A]` reads ref[A], not refA.
+            paths = [hadoop_literal(name) for name in files[table]]
+            frame = self.spark.read.option("basePath", folder).parquet(*paths)
             if table in NODE_TABLES:
                 frame = frame.withColumn("node", functions.col("node").cast("bigint"))
             frame = frame.withColumn("run", functions.col("run").cast("string"))
@@ -155,6 +161,81 @@ class Spark(Engine):
         frame = self.spark.sql(query, args=used) if used else self.spark.sql(query)
         names = frame.columns
         return names, [tuple(row) for row in frame.collect()]
+
+
+def dataset_files(data):
+    """Per table, the files that are the dataset now: for each node partition, those its manifest
+    names (a node exported by memstate before manifests, layout 1, has part-0.parquet and no
+    manifest); for the run tables, each run's part-0.parquet. Listed with the folder's own glob
+    characters escaped. An export that died part-way is refused by name."""
+    with open(os.path.join(data, MARKER), encoding="utf-8") as handle:
+        try:
+            marker = json.load(handle)
+        except ValueError as error:
+            raise Refused(f"{data}/{MARKER}: not a memstate dataset marker ({error})") from error
+    version = marker.get("layout_version") if isinstance(marker, dict) else None
+    if not isinstance(version, int) or version > LAYOUT_VERSION:
+        raise Refused(f"{data}: a dataset of layout version {version!r}; this runner reads up to {LAYOUT_VERSION}")
+    check_exports(data)
+    root = glob.escape(data)
+    files = {table: [] for table in NODE_TABLES + RUN_TABLES}
+    with_manifest = set()
+    for path in sorted(glob.glob(os.path.join(root, NODES, "run=*", "node=*.json"))):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                named = json.load(handle)["files"]
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise Refused(f"{path}: not a node manifest ({error}); export that node again") from error
+        missing = [table for table in NODE_TABLES if not isinstance(named.get(table), str)]
+        if missing:
+            raise Refused(f"{path}: the manifest names no file for {', '.join(missing)}; export that node again")
+        for table in NODE_TABLES:
+            files[table].append(os.path.join(data, *named[table].split("/")))
+        run_folder = os.path.basename(os.path.dirname(path))
+        with_manifest.add((run_folder, os.path.basename(path)[: -len(".json")]))
+    for table in NODE_TABLES:
+        for path in sorted(glob.glob(os.path.join(root, table, "run=*", "node=*", "part-0.parquet"))):
+            node_dir = os.path.dirname(path)
+            key = (os.path.basename(os.path.dirname(node_dir)), os.path.basename(node_dir))
+            if key not in with_manifest:
+                files[table].append(path)
+    for table in RUN_TABLES:
+        files[table] = sorted(glob.glob(os.path.join(root, table, "run=*", "part-0.parquet")))
+    if not files["snapshots"]:
+        raise Refused(f"{data}: the dataset holds no snapshots yet (its exports held no dumps)")
+    for table, names in files.items():
+        if not names:
+            raise Refused(f"{data}: the dataset has no {table} files; export it again")
+    return files
+
+
+def check_exports(data):
+    """Refuse a dataset that an export did not finish writing: a record in _memstate_exports/
+    whose lock no live process holds."""
+    for path in sorted(glob.glob(os.path.join(glob.escape(data), EXPORTS, "*.json"))):
+        try:
+            handle = open(path, "rb")
+        except OSError:
+            continue  # finished and removed meanwhile
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                continue  # an export at work: its nodes are read as before it
+            try:
+                record = json.loads(handle.read())
+                parts = [(item["run"], item["node"]) for item in record["partitions"]]
+                started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(record["started_unix"]))
+                pid = record["pid"]
+            except (ValueError, KeyError, TypeError):
+                parts, started, pid = [], "?", "?"
+        shown = ", ".join(f"run {run!r} node {node}" for run, node in parts[:5])
+        more = f" and {len(parts) - 5} more" if len(parts) > 5 else ""
+        raise Refused(
+            f"{data}: an export did not finish (started {started}, pid {pid}; {path}): "
+            f"{shown}{more} may hold an earlier export or none, so the dataset may mix two exports; "
+            f"run that export again (or remove {path} to query the dataset as it is)"
+        )
 
 
 def hadoop_literal(path):
@@ -291,8 +372,6 @@ def main(argv=None):
             raise Refused("give --data DIR and a query NAME (or --list)")
         if not os.path.isfile(os.path.join(args.data, MARKER)):
             raise Refused(f"{args.data}: not a memstate dataset (no {MARKER}); write one with memstate export --format parquet --out DIR")
-        if not glob.glob(os.path.join(glob.escape(args.data), "snapshots", "*", "*", "*.parquet")):
-            raise Refused(f"{args.data}: the dataset holds no snapshots yet (its exports held no dumps)")
         query, params = read_query(args.name, args.queries)
         given = {}
         for item in args.param:
@@ -300,10 +379,7 @@ def main(argv=None):
             if not sep:
                 raise Refused(f"-p {item!r}: write key=value")
             given[key] = value
-        engine = DuckDB(args.data) if args.engine == "duckdb" else Spark(args.data)
-        values = parameters(engine, params, given)
-        check_selectors(engine, values)
-        names, rows = engine.rows(query, values)
+        names, rows = answer(args, query, params, given)
     except Refused as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -321,6 +397,24 @@ def main(argv=None):
         # The reader went away (| head): not an error; stop writing quietly.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def answer(args, query, params, given):
+    """The query's columns and rows. An export switching a node while the query runs removes the
+    files the views were made from: the dataset is then listed again and the query run again."""
+    for attempt in range(3):
+        files = dataset_files(args.data)
+        try:
+            engine = DuckDB(args.data, files) if args.engine == "duckdb" else Spark(args.data, files)
+            values = parameters(engine, params, given)
+            check_selectors(engine, values)
+            return engine.rows(query, values)
+        except Refused:
+            raise
+        except Exception:
+            vanished = any(not os.path.exists(name) for names in files.values() for name in names)
+            if not vanished or attempt == 2:
+                raise
 
 
 def check_selectors(engine, values):

@@ -116,12 +116,14 @@ pub enum Command {
     /// Write databases out as a Parquet dataset for DuckDB, Spark or Trino.
     ///
     /// Reads the --db database, or the databases named (shards of one run, several runs), and
-    /// writes DIR/<table>/run=<run>/node=<node>/part-0.parquet for snapshots, memories,
+    /// writes DIR/<table>/run=<run>/node=<node>/part-<version>.parquet for snapshots, memories,
     /// memory_stats, allocation_spans, hole_spans and failed_requests, and
     /// DIR/<table>/run=<run>/part-0.parquet for objects and allocation_objects. Columns are those
     /// of the public views (docs/SCHEMA.md) with natural keys instead of integer ids: a snapshot
     /// is (run, node, seq), a memory (run, node, memory) with memory its handle. Exporting again
-    /// replaces exactly the node partitions written (each file whole or not at all); run-level
+    /// replaces exactly the node partitions written, each whole: its six files are switched at
+    /// once by the node's manifest (DIR/_memstate_nodes/), so a reader sees the old export or the
+    /// new one, and an export killed part-way is refused by the runner until run again. Run-level
     /// tables are merged with what DIR holds, under a lock, so shards can be exported one by one
     /// or in parallel. Query with scripts/parquet-query (docs/SCALE-OUT.md).
     Export(ExportArgs),

@@ -22,8 +22,11 @@ pub const MARKER: &str = "_memstate_dataset.json";
 /// What the marker file holds (a test and the runner check its `format`).
 pub const MARKER_FORMAT: &str = "memstate-parquet";
 
-/// The dataset layout's version, written in the marker.
-pub const LAYOUT_VERSION: i64 = 1;
+/// The dataset layout's version, written in the marker. Layout 1 had one `part-0.parquet` per
+/// partition, replaced table by table; layout 2 publishes each node partition through its
+/// manifest ([`super::publish`]). An export into a layout-1 dataset upgrades it, node by node:
+/// a node without a manifest is read as layout 1 until it is exported again.
+pub const LAYOUT_VERSION: i64 = 2;
 
 /// The lock file parallel exports take while they merge run-level tables.
 const LOCK: &str = "_memstate_export.lock";
@@ -150,7 +153,7 @@ pub fn prepare(root: &Path, force: bool) -> Result<()> {
     let _lock = lock(root)?;
     check_content(root, force)?;
     let marker = root.join(MARKER);
-    if marker.exists() {
+    if marker.exists() && check_marker(&marker)? == LAYOUT_VERSION {
         return Ok(());
     }
     let text = serde_json::json!({
@@ -158,7 +161,7 @@ pub fn prepare(root: &Path, force: bool) -> Result<()> {
         "layout_version": LAYOUT_VERSION,
         "written_by": format!("memstate {}", env!("CARGO_PKG_VERSION")),
         "tables": super::tables::ALL.iter().map(|table| table.name).collect::<Vec<_>>(),
-        "partitions": "Hive: <table>/run=<run>/node=<node>/part-0.parquet, run-level tables <table>/run=<run>/part-0.parquet",
+        "partitions": "Hive: <table>/run=<run>/node=<node>/part-<version>.parquet, the version a node's manifest _memstate_nodes/run=<run>/node=<node>.json names; run-level tables <table>/run=<run>/part-0.parquet",
     });
     let bytes = format!("{text:#}\n");
     write_whole(&marker, |file| file.write_all(bytes.as_bytes()))
@@ -168,7 +171,7 @@ pub fn prepare(root: &Path, force: bool) -> Result<()> {
 fn check_content(root: &Path, force: bool) -> Result<()> {
     let marker = root.join(MARKER);
     if marker.exists() {
-        return check_marker(&marker);
+        return check_marker(&marker).map(drop);
     }
     let content = fs::read_dir(root)
         .map_err(|error| Error::write(root, error))?
@@ -180,7 +183,7 @@ fn check_content(root: &Path, force: bool) -> Result<()> {
         });
     // Another export may have written the marker (and then partitions) since it was looked for.
     if marker.exists() {
-        return check_marker(&marker);
+        return check_marker(&marker).map(drop);
     }
     if content && !force {
         return Err(Error::Usage(format!(
@@ -192,7 +195,8 @@ fn check_content(root: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
-fn check_marker(marker: &Path) -> Result<()> {
+/// The layout version of a dataset's marker, or why it is not one this memstate reads.
+fn check_marker(marker: &Path) -> Result<i64> {
     let shown = marker.display().to_string();
     let text = fs::read_to_string(marker).map_err(|error| Error::database(&shown, error))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
@@ -205,7 +209,7 @@ fn check_marker(marker: &Path) -> Result<()> {
         ));
     }
     match value.get("layout_version").and_then(|version| version.as_i64()) {
-        Some(version) if version <= LAYOUT_VERSION => Ok(()),
+        Some(version) if version <= LAYOUT_VERSION => Ok(version),
         Some(version) => Err(Error::database(
             shown,
             format!("a dataset of layout version {version}, written by a newer memstate (this one writes {LAYOUT_VERSION})"),

@@ -19,6 +19,7 @@
 pub mod dataset;
 mod merge;
 pub mod parquet_file;
+pub mod publish;
 pub mod tables;
 
 use std::collections::{BTreeMap, HashMap};
@@ -106,32 +107,39 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
         ..Summary::default()
     };
     progress.start(survey.partitions.len() as u64 + survey.runs.len() as u64);
+    let planned: Vec<(String, i64)> = survey
+        .partitions
+        .iter()
+        .map(|partition| (partition.run.clone(), partition.node))
+        .collect();
+    let runs: Vec<String> = survey.runs.keys().cloned().collect();
+    let record = publish::begin(&options.out, &planned, &runs)?;
     // The run tables' rows of every database, merged as they come.
     let mut run_tables: BTreeMap<(String, &'static str), Merged> = BTreeMap::new();
     for (index, path) in options.databases.iter().enumerate() {
         let database = open(path)?;
         for partition in survey.partitions.iter().filter(|p| p.database == index) {
+            let mut node =
+                publish::NodeWrite::start(&options.out, &partition.run, partition.node, &record)?;
+            let mut counts = Vec::new();
             for (position, table) in tables::ALL.iter().enumerate() {
                 if table.level != Level::Node {
                     continue;
                 }
-                let path = dataset::node_partition(
-                    &options.out,
-                    table.name,
-                    &partition.run,
-                    partition.node,
-                )
-                .join(dataset::PART_FILE);
                 let fill =
                     |row: &mut [Value]| fill_time_unix(table, row, anchors.get(&partition.run));
                 let rows = write_partition(
                     &database,
                     table,
-                    &path,
+                    &node.staging(table.name),
                     (partition.run_id, partition.node),
                     fill,
                 )?;
-                add(&mut summary.tables[position].1, &path, rows);
+                node.staged(table.name, rows);
+                counts.push((position, rows));
+            }
+            for ((position, rows), (_, file)) in counts.into_iter().zip(node.commit()?) {
+                add(&mut summary.tables[position].1, &file, rows);
             }
             summary.node_partitions += 1;
             progress.done(&format!("{} node {}", partition.run, partition.node));
@@ -166,6 +174,7 @@ pub fn export(options: &Options, progress: &mut dyn Progress) -> Result<Summary>
         summary.runs += 1;
         progress.done(run);
     }
+    record.finish(&options.out, &planned)?;
     Ok(summary)
 }
 

@@ -76,22 +76,36 @@ pub(crate) fn export(databases: &[&Path], out: &Path) {
     );
 }
 
-/// Every Parquet file under a dataset, by path inside it: its columns and rows.
+/// Every partition of a dataset, by its folder inside it (`snapshots/run=R/node=N`): its file's
+/// columns and rows. A node partition's file is the one its manifest names, and nothing else
+/// lies in the partition folders: no other version, no staged or temporary file.
 type Dataset = BTreeMap<String, (Vec<String>, Vec<Vec<Value>>)>;
 
-fn dataset(root: &Path) -> Dataset {
+pub(crate) fn dataset(root: &Path) -> Dataset {
     let mut found = BTreeMap::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(folder) = stack.pop() {
         for entry in std::fs::read_dir(&folder).unwrap() {
             let path = entry.unwrap().path();
-            if path.is_dir() {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let inside = path.strip_prefix(root).unwrap().display().to_string();
+            if inside == "_memstate_nodes" || inside == "_memstate_exports" {
+                continue;
+            } else if path.is_dir() {
                 stack.push(path);
             } else if path.extension().is_some_and(|ext| ext == "parquet") {
-                let key = path.strip_prefix(root).unwrap().display().to_string();
-                found.insert(key, read(&path).unwrap());
+                let partition = path.parent().unwrap().strip_prefix(root).unwrap();
+                let key = partition.display().to_string();
+                if partition.components().count() == 3 {
+                    let (run, node) = partition_of(&inside);
+                    let manifest = manifest(root, &run, node);
+                    let table = key.split('/').next().unwrap();
+                    assert_eq!(manifest["files"][table], inside, "a file no manifest names");
+                } else {
+                    assert_eq!(name, "part-0.parquet", "{inside}");
+                }
+                assert!(found.insert(key, read(&path).unwrap()).is_none());
             } else {
-                let name = path.file_name().unwrap().to_string_lossy().into_owned();
                 assert!(
                     name.starts_with("_memstate_"),
                     "a file that is not the dataset's: {}",
@@ -101,6 +115,12 @@ fn dataset(root: &Path) -> Dataset {
         }
     }
     found
+}
+
+/// A node partition's manifest.
+pub(crate) fn manifest(root: &Path, run: &str, node: i64) -> Json {
+    let path = memstate::export::publish::manifest_path(root, run, node);
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
 }
 
 /// The dataset with the one column that differs between two imports of the same dumps (when
@@ -163,12 +183,12 @@ fn one_database_and_its_shards_export_the_same_dataset_together_apart_or_in_para
     export(&shard_refs, &from_shards);
     let expected = without_import_times(dataset(&from_one));
     assert_eq!(expected.len(), 3 * 6 + 2, "{:?}", expected.keys());
-    assert!(expected.contains_key("allocation_spans/run=job%2F7%3Aa/node=2/part-0.parquet"));
+    assert!(expected.contains_key("allocation_spans/run=job%2F7%3Aa/node=2"));
     assert_eq!(without_import_times(dataset(&from_shards)), expected);
 
     // Node 1 has no wall time of its own: it takes the run's earliest clock, in whichever
     // database of the call it is; exported alone, its shard has none to take.
-    let snapshots = &expected["snapshots/run=job%2F7%3Aa/node=1/part-0.parquet"];
+    let snapshots = &expected["snapshots/run=job%2F7%3Aa/node=1"];
     let time_unix = column(&snapshots.0, "time_unix");
     assert!(snapshots
         .1
@@ -190,9 +210,7 @@ fn one_database_and_its_shards_export_the_same_dataset_together_apart_or_in_para
         export(&[shard], &one_by_one);
     }
     let mut alone = expected.clone();
-    let node1 = alone
-        .get_mut("snapshots/run=job%2F7%3Aa/node=1/part-0.parquet")
-        .unwrap();
+    let node1 = alone.get_mut("snapshots/run=job%2F7%3Aa/node=1").unwrap();
     for row in node1.1.iter_mut() {
         row[time_unix] = Value::Null;
     }

@@ -6,6 +6,7 @@ mod common;
 mod dashboards;
 mod db;
 mod export;
+mod export_whole;
 mod figures;
 mod follow;
 mod fuzz;
