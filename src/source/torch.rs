@@ -232,6 +232,12 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
         let field = |dict, key: &str| size_field(pickle, dict, key).map_err(|what| place(&what));
         let address = field(segment, "address")?.ok_or_else(|| place("no address"))?;
         let total_size = field(segment, "total_size")?.ok_or_else(|| place("no total_size"))?;
+        // A device's addresses are 64 bits: a segment may end at 2^64, not past it.
+        if u128::from(address) + u128::from(total_size) > 1u128 << 64 {
+            return Err(place(&format!(
+                "out of range: address 0x{address:x} + total_size {total_size} runs past 2^64"
+            )));
+        }
         let device = pickle
             .get(segment, "device")
             .and_then(|value| pickle.int(value))

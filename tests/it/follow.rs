@@ -585,3 +585,80 @@ fn follow_reads_a_producers_log_as_it_grows() {
     assert_eq!(runs, "job:0:oom job:1:oom");
     assert!(!stderr.contains("refused"), "{stderr}");
 }
+
+/// Issue 27, item 4: a PyTorch snapshot whose segment runs past 2^64, with a trace event in it,
+/// made `start + total_size` overflow and panic: a plain import then lost every other input of
+/// its command line (exit 2) and a follower died (exit 101). Now it is refused by name as out of
+/// range; the other inputs are imported and the follower goes on to the next dump.
+#[test]
+fn a_snapshot_out_of_range_is_refused_and_the_rest_imports_or_is_followed() {
+    use crate::sources::{block, pickled, segment, text, Py};
+    let dir = tempfile::tempdir().unwrap();
+    let top: i128 = (1i128 << 64) - 4096;
+    let past = pickled(&Py::Dict(vec![
+        (
+            "segments",
+            Py::List(vec![segment(
+                top,
+                8192,
+                vec![block(top, 8192, "active_allocated", vec![])],
+            )]),
+        ),
+        (
+            "device_traces",
+            Py::List(vec![Py::List(vec![Py::Dict(vec![
+                ("action", text("free_completed")),
+                ("addr", Py::Int(top)),
+                ("size", Py::Int(8192)),
+                ("time_us", Py::Int(10)),
+            ])])]),
+        ),
+    ]));
+    let bad = crate::common::write(dir.path(), "past.pickle", &past);
+    let good = write_json(dir.path(), "good.json", &dump("live", 0, 0, 0, None));
+    let db = dir.path().join("plain.db");
+    let output = crate::common::on_db(&db)
+        .arg("import")
+        .arg(&bad)
+        .arg(&good)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("past.pickle") && stderr.contains("segments[0]") && stderr.contains("2^64"),
+        "{stderr}"
+    );
+    assert_eq!(
+        crate::common::scalar::<i64>(&db, "SELECT count(*) FROM snapshots"),
+        1
+    );
+
+    // Following the snapshot and a folder: the snapshot is refused, the folder's dump lands.
+    let followed = dir.path().join("followed");
+    std::fs::create_dir(&followed).unwrap();
+    let db = dir.path().join("follow.db");
+    let shown = bad.display().to_string();
+    let follower = Follower::watch(follow_on(
+        &db,
+        &[],
+        &[
+            "import",
+            "--follow",
+            "--interval",
+            "100ms",
+            "--settle",
+            "300ms",
+            &shown,
+        ],
+        &followed,
+    ));
+    follower.wait_for_stderr("the refusal of the snapshot", |printed| {
+        printed.contains("past.pickle: segments[0]")
+    });
+    write_json(&followed, "b-good.json", &dump("live", 0, 1, 1, None));
+    wait_for(&db, 1, "the dump after the refused snapshot");
+    let (code, _, stderr) = follower.stop();
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -437,3 +437,126 @@ fn analysis_commands_answer_on_extreme_dumps() {
     }
     eprintln!("analysis fuzz: {databases} databases of {accepted} extreme dumps (seed {seed}; {refused} variants refused by the reader) answered by every command");
 }
+
+/// Numbers a producer never writes but a hostile or broken file may: past 64 bits, negative,
+/// 20 digits, zero.
+const ODD_NUMBERS: [&str; 7] = [
+    "18446744073709551616",
+    "99999999999999999999",
+    "-1",
+    "0",
+    "9223372036854775808",
+    "0xffffffffffffffffff",
+    "1e30",
+];
+
+/// In a log, a run of digits (or a hex number) swapped for an odd number.
+fn mutate_number(bytes: &mut Vec<u8>, random: &mut Random) {
+    if bytes.is_empty() {
+        return;
+    }
+    let mut at = random.below(bytes.len() as u64) as usize;
+    while at < bytes.len() && !bytes[at].is_ascii_digit() {
+        at += 1;
+    }
+    let mut end = at;
+    while end < bytes.len() && bytes[end].is_ascii_hexdigit() {
+        end += 1;
+    }
+    let odd = ODD_NUMBERS[random.below(ODD_NUMBERS.len() as u64) as usize];
+    bytes.splice(at..end, odd.bytes());
+}
+
+/// The foreign sources (issue 27, item 4): every fixture of tests/data/sources mutated, bytes and
+/// numbers, read as `import` reads it. Nothing panics; what a source accepts is a dump format v1
+/// reads with consistent figures. A short run here, a long one with
+/// `MEMSTATE_FUZZ_SOURCE_EXECUTIONS`.
+#[test]
+fn fuzz_the_sources() {
+    let executions: u64 = std::env::var("MEMSTATE_FUZZ_SOURCE_EXECUTIONS")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(400);
+    let mut random = Random::new(
+        std::env::var("MEMSTATE_FUZZ_SEED")
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(7),
+    );
+    let mut fixtures: Vec<(String, Vec<u8>)> = std::fs::read_dir(data("sources"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|ext| ext == "log" || ext == "pickle")
+        })
+        .map(|path| {
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&path).unwrap())
+        })
+        .collect();
+    fixtures.sort();
+    assert!(fixtures.len() >= 9, "{fixtures:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let (mut accepted, mut dumps) = (0u64, 0u64);
+    for execution in 0..executions {
+        let (name, original) = &fixtures[random.below(fixtures.len() as u64) as usize];
+        let mut bytes = original.clone();
+        for _ in 0..1 + random.below(3) {
+            if name.ends_with(".log") && random.below(2) == 0 {
+                mutate_number(&mut bytes, &mut random);
+            } else {
+                mutate_bytes(&mut bytes, &mut random);
+            }
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let input = memstate::dump::read::Input {
+            path: Some(path.clone()),
+            display: name.clone(),
+            form: memstate::dump::read::Form::Sniff,
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| -> memstate::Result<Vec<Document>> {
+            let records = memstate::source::open(
+                &input,
+                memstate::dump::read::Limits::default(),
+                &memstate::source::Options::default(),
+            )?;
+            let mut found = Vec::new();
+            for record in records {
+                let record = record?;
+                found.push(parse_document(
+                    &record.text,
+                    &record.source,
+                    Options::default(),
+                )?);
+            }
+            Ok(found)
+        }));
+        match outcome {
+            Err(_) => {
+                let kept = dir.path().join(format!("panic-{execution}-{name}"));
+                std::fs::write(&kept, &bytes).unwrap();
+                panic!(
+                    "reading a mutated {name} panicked (kept as {})",
+                    kept.display()
+                );
+            }
+            Ok(Ok(documents)) => {
+                accepted += 1;
+                for document in documents {
+                    if let Document::Dump(dump) = document {
+                        check_figures(&dump);
+                        dumps += 1;
+                    }
+                }
+            }
+            Ok(Err(error)) => {
+                let message = error.to_string();
+                assert!(message.contains(name.as_str()), "{message}");
+            }
+        }
+    }
+    eprintln!("{executions} mutated source files: {accepted} accepted ({dumps} dumps), the rest refused by name");
+    assert!(accepted > 0 && accepted < executions);
+}

@@ -400,7 +400,7 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
 
 /// A pickle as `pickle.dump` writes plain data (protocol 4: EMPTY_DICT, MARK, SETITEMS,
 /// SHORT_BINUNICODE / BINUNICODE, LONG1), for inputs no fixture has.
-enum Py {
+pub(crate) enum Py {
     Int(i128),
     Float(f64),
     Str(Vec<u8>),
@@ -408,7 +408,7 @@ enum Py {
     Dict(Vec<(&'static str, Py)>),
 }
 
-fn pickled(value: &Py) -> Vec<u8> {
+pub(crate) fn pickled(value: &Py) -> Vec<u8> {
     fn write(value: &Py, out: &mut Vec<u8>) {
         match value {
             Py::Int(number) => {
@@ -445,11 +445,11 @@ fn pickled(value: &Py) -> Vec<u8> {
     out
 }
 
-fn text(value: &str) -> Py {
+pub(crate) fn text(value: &str) -> Py {
     Py::Str(value.as_bytes().to_vec())
 }
 
-fn segment(address: i128, total: i128, blocks: Vec<Py>) -> Py {
+pub(crate) fn segment(address: i128, total: i128, blocks: Vec<Py>) -> Py {
     Py::Dict(vec![
         ("device", Py::Int(0)),
         ("address", Py::Int(address)),
@@ -459,7 +459,7 @@ fn segment(address: i128, total: i128, blocks: Vec<Py>) -> Py {
     ])
 }
 
-fn block(address: i128, size: i128, state: &str, frames: Vec<Py>) -> Py {
+pub(crate) fn block(address: i128, size: i128, state: &str, frames: Vec<Py>) -> Py {
     Py::Dict(vec![
         ("address", Py::Int(address)),
         ("size", Py::Int(size)),
