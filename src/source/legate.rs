@@ -184,6 +184,60 @@ fn leading_number(text: &str) -> Option<(u64, &str)> {
     Some((grouped_number(digits)?, &text[digits.len()..]))
 }
 
+/// What is wrong with a size that is not one: too many digits for 64 bits, or no number.
+fn not_a_size(text: &str) -> &'static str {
+    let text = text.trim();
+    let grouped = !text.is_empty()
+        && text.starts_with(|c: char| c.is_ascii_digit())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == ',' || c == '\'');
+    if grouped {
+        "is past 2^64"
+    } else {
+        "is not a number"
+    }
+}
+
+/// A figure at the start of `text`: `None` when there is none, an error naming `what` when
+/// digits are there but no 64-bit number.
+fn reported_number<'t>(
+    text: &'t str,
+    what: &str,
+    display: &str,
+    line: usize,
+) -> Result<Option<(u64, &'t str)>> {
+    let word = text.split_whitespace().next().unwrap_or("");
+    match leading_number(text) {
+        Some(found) => Ok(Some(found)),
+        None if word.starts_with(|c: char| c.is_ascii_digit()) => Err(bad(
+            display,
+            line,
+            format!("a Legate report's {what} {word:?} {}", not_a_size(word)),
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Which field of an instance line [`instance`] could not read.
+fn instance_problem(text: &str) -> String {
+    let text = text.trim_start();
+    let id = text.split(' ').next().unwrap_or("");
+    if hex_id(id).is_none() {
+        return format!("its id {id:?} is not a 64-bit hex id");
+    }
+    if let Some((_, after)) = text.split_once("at address ") {
+        let address = after.split(' ').next().unwrap_or("").trim_end_matches(',');
+        if hex_id(address).is_none() {
+            return format!("its address {address:?} is not a 64-bit hex address");
+        }
+    }
+    let size = text
+        .split_once("of size ")
+        .map_or("", |(_, after)| after.split(' ').next().unwrap_or(""));
+    format!("its size {size:?} {}", not_a_size(size))
+}
+
 fn bad(display: &str, line: usize, message: impl Into<String>) -> Error {
     Error::input(format!("{display}:{line}"), "", message)
 }
@@ -206,7 +260,11 @@ fn header(
         bad(
             display,
             number,
-            format!("a Legate report's request size {size:?} is not a number"),
+            format!(
+                "a Legate report's request size {:?} {}",
+                size.trim(),
+                not_a_size(size)
+            ),
         )
     })?;
     let id_end = rest.find([' ', '(', '.']).unwrap_or(rest.len());
@@ -317,10 +375,14 @@ fn feed(report: &mut Report, text: &str, number: usize, display: &str) -> Result
         match part {
             Part::RequestSite => report.request_sites.push(body.trim().to_string()),
             Part::Reserving => {
-                if let Some((reserved, rest)) = leading_number(body) {
+                if let Some((reserved, rest)) =
+                    reported_number(body, "reserved bytes", display, number)?
+                {
                     report.reserved = Some(reserved);
                     if let Some(rest) = rest.trim_start().strip_prefix("of the available ") {
-                        report.capacity = leading_number(rest).map(|(capacity, _)| capacity);
+                        report.capacity =
+                            reported_number(rest, "available bytes", display, number)?
+                                .map(|(capacity, _)| capacity);
                     }
                 }
             }
@@ -338,7 +400,8 @@ fn feed(report: &mut Report, text: &str, number: usize, display: &str) -> Result
                         display,
                         number,
                         format!(
-                            "a Legate report's instance line cannot be read: \"Instance {}\"",
+                            "a Legate report's instance line cannot be read, {}: \"Instance {}\"",
+                            instance_problem(body),
                             body.trim()
                         ),
                     ))

@@ -55,11 +55,26 @@ impl Source for Realm {
     }
 }
 
-/// `name:value` fields of a status line, from its marker on.
-fn field(text: &str, name: &str) -> Option<u64> {
-    text.split_whitespace()
+/// A `name:value` field of a status line, from its marker on: `None` when it is not there, an
+/// error naming it when its value is no 64-bit number.
+fn field(text: &str, name: &str) -> std::result::Result<Option<u64>, String> {
+    let Some(value) = text
+        .split_whitespace()
         .find_map(|word| word.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(grouped_number)
+    else {
+        return Ok(None);
+    };
+    match grouped_number(value) {
+        Some(number) => Ok(Some(number)),
+        None if !value.is_empty()
+            && value
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || byte == b',') =>
+        {
+            Err(format!("{name} {value:?} is past 2^64"))
+        }
+        None => Err(format!("{name} {value:?} is not a number")),
+    }
 }
 
 #[derive(Debug, Default)]
@@ -231,6 +246,26 @@ fn request(named: &Named, size: Option<u64>) -> Option<write::FailedRequest> {
 impl LineReader for Reader {
     fn line(&mut self, number: usize, line: &LogLine, display: &str) -> Result<()> {
         let message = line.message;
+        let place = |what: String| {
+            Error::input(
+                format!("{display}:{number}"),
+                "",
+                format!("a Realm status line's {what}"),
+            )
+        };
+        if let Some(start) = message.find(DEFAULT_MAPPER) {
+            let word = message[start + DEFAULT_MAPPER.len()..]
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
+            if word.starts_with(|c: char| c.is_ascii_digit()) && grouped_number(word).is_none() {
+                return Err(Error::input(
+                    format!("{display}:{number}"),
+                    "",
+                    format!("the default mapper's request size {word:?} is no 64-bit number"),
+                ));
+            }
+        }
         if message.contains(DEFAULT_MAPPER)
             || (self.waiting.is_some() && message.contains("in memory "))
         {
@@ -244,7 +279,7 @@ impl LineReader for Reader {
             }
         }
         if let Some(at) = message.find(STATS) {
-            self.block.total = field(&message[at..], "total_size");
+            self.block.total = field(&message[at..], "total_size").map_err(place)?;
             let done = std::mem::take(&mut self.block);
             if done.line != 0 {
                 if let Some(waiting) = self.waiting.replace(done) {
@@ -253,15 +288,19 @@ impl LineReader for Reader {
             }
             return Ok(());
         }
-        let range = |marker: &str| -> Option<(u64, u64)> {
-            let at = message.find(marker)?;
+        let range = |marker: &str| -> Result<Option<(u64, u64)>> {
+            let Some(at) = message.find(marker) else {
+                return Ok(None);
+            };
             let rest = &message[at..];
-            Some((field(rest, "first")?, field(rest, "last")?))
+            let first = field(rest, "first").map_err(place)?;
+            let last = field(rest, "last").map_err(place)?;
+            Ok(first.zip(last))
         };
-        let found = if let Some(found) = range("allocated_range_idx:") {
+        let found = if let Some(found) = range("allocated_range_idx:")? {
             Some((found, true))
         } else {
-            range("free_range_idx:").map(|found| (found, false))
+            range("free_range_idx:")?.map(|found| (found, false))
         };
         if let Some(((first, last), allocated)) = found {
             if self.block.line == 0 {

@@ -317,24 +317,43 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
 
 /// The trace's entries, each as (device, entry), merged by time (each device's own order kept
 /// among equal times): 8 bytes an event, read into an [`Event`] when the replay comes to it.
-fn events(pickle: &Pickle) -> Vec<(u32, pickle::Id)> {
+/// A figure of an entry that is there but no unsigned 64-bit integer is refused, named by its
+/// place in the pickle (`device_traces[D][I]`).
+fn events(pickle: &Pickle, display: &str) -> Result<Vec<(u32, pickle::Id)>> {
     let mut order = Vec::new();
     let Some(traces) = pickle
         .get(pickle.root, "device_traces")
         .and_then(|traces| pickle.items(traces))
     else {
-        return order;
+        return Ok(order);
     };
     for (device, &trace) in traces.iter().enumerate() {
         let device = u32::try_from(device).unwrap_or(u32::MAX);
-        for &entry in pickle.items(trace).unwrap_or(&[]) {
-            if event(pickle, (device, entry)).is_some() {
+        for (position, &entry) in pickle.items(trace).unwrap_or(&[]).iter().enumerate() {
+            // A folded entry's figures were checked as it was folded; another dict's are here.
+            if pickle.trace_entry(entry).is_none() && pickle.get(entry, "action").is_some() {
+                for key in ["addr", "size", "device_free"] {
+                    size_field(pickle, entry, key).map_err(|what| {
+                        bad(
+                            display,
+                            format!("device_traces[{device}][{position}]: {what}"),
+                        )
+                    })?;
+                }
+            }
+            if let Some(found) = event(pickle, (device, entry)) {
+                if found.action == "oom" && found.size == 0 {
+                    return Err(bad(
+                        display,
+                        format!("device_traces[{device}][{position}]: an oom event without a size (or of size 0): what was asked is not known"),
+                    ));
+                }
                 order.push((device, entry));
             }
         }
     }
     order.sort_by_key(|&slot| event(pickle, slot).map_or(0, |event| event.time_us));
-    order
+    Ok(order)
 }
 
 /// One trace entry (folded by the pickle reader, or a dict of another shape), if it has an action.
@@ -461,7 +480,7 @@ pub fn read(bytes: &[u8], display: &str, every: Option<u64>) -> Result<Vec<Found
     let pickle = pickle::read(bytes)
         .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
     let final_state = segments(&pickle, display)?;
-    let order = events(&pickle);
+    let order = events(&pickle, display)?;
     let replaced = pickle.replaced;
     let time_of = |slot: Option<&(u32, pickle::Id)>| {
         slot.and_then(|&slot| event(&pickle, slot))

@@ -560,3 +560,99 @@ fn skipping_unneeded_lines_changes_nothing_found() {
     assert_eq!(lines, headers);
     assert_eq!(headers[0], 200_003);
 }
+
+/// Issue 27, item 9: a figure of a Legate report or a Realm status that is no 64-bit number, or
+/// a memory or instance id that is no id, is refused naming the file, the line and the field (it
+/// was "not a Legate out-of-memory report", or the line was passed over and the figure unknown).
+#[test]
+fn a_log_figure_that_is_no_number_is_refused_naming_its_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    for (fixture_name, from, to, line, words) in [
+        (
+            "legate-23.11.log",
+            "failed to allocate 3600000000 bytes",
+            "failed to allocate 36000000000000000000000 bytes",
+            3,
+            "request size \"36000000000000000000000\" is past 2^64",
+        ),
+        (
+            "legate-23.11.log",
+            "on memory 1e00000000000003 (of kind GPU_FB_MEM: Frame",
+            "on memory 1e000000000zz003 (of kind GPU_FB_MEM: Frame",
+            3,
+            "memory \"1e000000000zz003\" is not a memory id",
+        ),
+        (
+            "legate-26.01.log",
+            "Failed to allocate 1,048,576 bytes",
+            "Failed to allocate 99,999,999,999,999,999,999 bytes",
+            3,
+            "request size \"99,999,999,999,999,999,999\" is past 2^64",
+        ),
+        (
+            "legate-26.01.log",
+            "of size 2,097,152 covering",
+            "of size 99999999999999999999 covering",
+            10,
+            "its size \"99999999999999999999\" is past 2^64",
+        ),
+        (
+            "legate-26.01.log",
+            "Instance 4000000000000011 at address 7f0000280000",
+            "Instance 4000000000000011 at address 7f00002800000000000",
+            10,
+            "its address \"7f00002800000000000\" is not a 64-bit hex address",
+        ),
+        (
+            "legate-25.10.log",
+            "reserving 5,071,753,728 of",
+            "reserving 5,071,753,728,000,000,000,000 of",
+            6,
+            "reserved bytes \"5,071,753,728,000,000,000,000\" is past 2^64",
+        ),
+        (
+            "legate-25.10.log",
+            "of the available 31,457,280,000 bytes",
+            "of the available 31,457,280,000,000,000,000,000 bytes",
+            6,
+            "available bytes \"31,457,280,000,000,000,000,000\" is past 2^64",
+        ),
+        (
+            "realm.log",
+            "allocated_range_idx:3 first:512 last:1024",
+            "allocated_range_idx:3 first:512 last:99999999999999999999",
+            7,
+            "a Realm status line's last \"99999999999999999999\" is past 2^64",
+        ),
+        (
+            "realm.log",
+            "%%Stats%% total_size:1536",
+            "%%Stats%% total_size:15x6",
+            10,
+            "a Realm status line's total_size \"15x6\" is not a number",
+        ),
+        (
+            "realm.log",
+            "failed allocation of size 600 bytes",
+            "failed allocation of size 60000000000000000000000 bytes",
+            11,
+            "the default mapper's request size \"60000000000000000000000\" is no 64-bit number",
+        ),
+    ] {
+        let text = std::fs::read_to_string(fixture(fixture_name)).unwrap();
+        assert_eq!(text.matches(from).count(), 1, "{from}");
+        let name = format!("odd-{line}-{}", fixture_name);
+        let path = write(dir.path(), &name, text.replace(from, to).as_bytes());
+        let output = on_db(dir.path().join(format!("{name}.db")))
+            .args(["import", "-q"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{to}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}:{line}: ")) && stderr.contains(words),
+            "{to}: {stderr}"
+        );
+    }
+}

@@ -607,6 +607,78 @@ fn pytorch_snapshots_at_the_edges_are_read_or_refused_by_name() {
             "{name}: {stderr}"
         );
     }
+    // A trace event's figure that is no size is named by its place in the pickle, not by the
+    // converted dump's JSON path ("memories[0].failed_requests[0].size" before).
+    for (name, action, size, words) in [
+        (
+            "oom-negative",
+            "oom",
+            Py::Int(-5),
+            "device_traces[0][1]: size is -5, negative",
+        ),
+        (
+            "oom-huge",
+            "oom",
+            Py::Int(1i128 << 70),
+            "device_traces[0][1]: size is 1180591620717411303424, past 2^64",
+        ),
+        (
+            "oom-zero",
+            "oom",
+            Py::Int(0),
+            "device_traces[0][1]: an oom event without a size",
+        ),
+        (
+            "alloc-negative",
+            "alloc",
+            Py::Int(-512),
+            "device_traces[0][1]: size is -512, negative",
+        ),
+    ] {
+        let value = Py::Dict(vec![
+            (
+                "segments",
+                Py::List(vec![segment(
+                    0x1000,
+                    4096,
+                    vec![block(0x1000, 4096, "active_allocated", vec![])],
+                )]),
+            ),
+            (
+                "device_traces",
+                Py::List(vec![Py::List(vec![
+                    Py::Dict(vec![
+                        ("action", text("alloc")),
+                        ("addr", Py::Int(0x1000)),
+                        ("size", Py::Int(4096)),
+                        ("time_us", Py::Int(1)),
+                    ]),
+                    Py::Dict(vec![
+                        ("action", text(action)),
+                        ("addr", Py::Int(0x1000)),
+                        ("size", size),
+                        ("device_free", Py::Int(0)),
+                        ("time_us", Py::Int(5)),
+                    ]),
+                ])]),
+            ),
+        ]);
+        let output = on_db(dir.path().join(format!("{name}.db")))
+            .arg("import")
+            .arg(write(
+                dir.path(),
+                &format!("{name}.pickle"),
+                &pickled(&value),
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name}.pickle: {words}")) && !stderr.contains("memories["),
+            "{name}: {stderr}"
+        );
+    }
     // A pickle past --max-pickle-size is refused by name, with the option to raise it.
     let small = on_db(dir.path().join("small.db"))
         .args(["import", "--max-pickle-size", "100"])
