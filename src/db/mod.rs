@@ -183,17 +183,70 @@ fn open_connection_waiting(
     Ok(conn)
 }
 
+/// Why a database cannot be written, in the user's terms, when the reason is the file system or
+/// permissions (SQLite says only "attempt to write a readonly database" or "cannot switch to WAL
+/// mode"): a read-only mount, a file that is not writable, or a folder where SQLite cannot make
+/// the `-wal` and `-shm` files it writes beside the database.
+fn unwritable(path: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
+    };
+    let c_path = |path: &Path| std::ffi::CString::new(path.as_os_str().as_bytes()).ok();
+    let folder_c = c_path(folder)?;
+    // SAFETY: statvfs fills the struct it is given; both pointers are valid for the call.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    let read_only_mount = unsafe { libc::statvfs(folder_c.as_ptr(), &mut stats) } == 0
+        && stats.f_flag & libc::ST_RDONLY != 0;
+    // SAFETY: access only reads the NUL-terminated path.
+    let writable = |path: &std::ffi::CStr| unsafe { libc::access(path.as_ptr(), libc::W_OK) } == 0;
+    let file_writable = c_path(path).is_some_and(|file| !path.exists() || writable(&file));
+    why_unwritable(read_only_mount, file_writable, writable(&folder_c), folder)
+}
+
+/// The message for what [`unwritable`] found (apart, so that each case is tested).
+fn why_unwritable(
+    read_only_mount: bool,
+    file_writable: bool,
+    folder_writable: bool,
+    folder: &Path,
+) -> Option<String> {
+    if read_only_mount {
+        Some(format!(
+            "the file system holding it ({}) is mounted read-only, and importing writes the database (and its -wal and -shm files beside it); copy the database to a writable place, or read it with `memstate sql`/`report`, which open it read-only",
+            folder.display()
+        ))
+    } else if !file_writable {
+        Some("the file is not writable (its permissions); importing writes it".to_string())
+    } else if !folder_writable {
+        Some(format!(
+            "its folder {} is not writable, and SQLite writes the -wal and -shm files beside the database there",
+            folder.display()
+        ))
+    } else {
+        None
+    }
+}
+
 /// Switch to WAL mode (concurrent readers while importing). The switch takes a lock SQLite does not
 /// wait for by itself, so it is retried for as long as the busy timeout.
-fn enter_wal(conn: &Connection, display: &str) -> Result<()> {
+fn enter_wal(conn: &Connection, path: &Path, display: &str) -> Result<()> {
     let journal: String = schema::retry_busy(BUSY_TIMEOUT, || {
         conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
     })
-    .map_err(|error| Error::database(display, format!("cannot switch to WAL mode: {error}")))?;
+    .map_err(|error| {
+        Error::database(
+            display,
+            unwritable(path).unwrap_or_else(|| format!("cannot switch to WAL mode: {error}")),
+        )
+    })?;
     if !journal.eq_ignore_ascii_case("wal") {
         return Err(Error::database(
             display,
-            format!("cannot switch to WAL mode (journal mode stays {journal})"),
+            unwritable(path).unwrap_or_else(|| {
+                format!("cannot switch to WAL mode (journal mode stays {journal})")
+            }),
         ));
     }
     conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192;")
@@ -226,7 +279,7 @@ pub fn open(path: &Path) -> Result<Database> {
         .query_row("PRAGMA page_count", [], |row| row.get(0))
         .map_err(|error| Error::database(&display, error))?;
     schema::bring_up_to_date(&mut conn, &display, BUSY_TIMEOUT)?;
-    enter_wal(&conn, &display)?;
+    enter_wal(&conn, path, &display)?;
     Ok(Database {
         conn,
         path: path.to_path_buf(),
@@ -366,5 +419,22 @@ impl Database {
             })
             .map_err(|error| Error::database(self.display(), error))?;
         Ok(crate::files::Protected::new(&self.path, &sources))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unwritable_database_says_why_in_the_users_terms() {
+        let folder = Path::new("/data/run");
+        let said = |mount, file, dir| why_unwritable(mount, file, dir, folder);
+        assert!(said(true, true, true)
+            .is_some_and(|why| why.contains("/data/run) is mounted read-only")));
+        assert!(said(false, false, true).is_some_and(|why| why.contains("file is not writable")));
+        assert!(said(false, true, false)
+            .is_some_and(|why| why.contains("folder /data/run is not writable")));
+        assert_eq!(said(false, true, true), None);
     }
 }

@@ -818,3 +818,45 @@ fn ctrl_c_during_an_import_rolls_back_reports_and_closes() {
         "{stdout}"
     );
 }
+
+/// Issue 27, item 9: a database on a read-only file system said "cannot switch to WAL mode";
+/// importing into it now says the file system is mounted read-only, and reading it still works.
+/// Needs a private mount namespace (root, `unshare -m`): skipped with the reason where the
+/// machine does not allow one.
+#[test]
+fn a_database_on_a_read_only_file_system_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let script = format!(
+        "mount --bind {dir} {dir} && mount -o remount,bind,ro {dir} || exit 99; \
+         {bin} --db {db} import -q {input}; echo \"import=$?\"; \
+         {bin} --db {db} sql 'SELECT count(*) FROM snapshots' --format csv",
+        dir = dir.path().display(),
+        bin = binary().display(),
+        db = db.display(),
+        input = data("figures.json").display(),
+    );
+    let output = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output();
+    let Ok(output) = output else {
+        eprintln!("SKIPPED: no unshare here to mount a folder read-only");
+        return;
+    };
+    if output.status.code() == Some(99) || !output.status.success() && output.stdout.is_empty() {
+        eprintln!(
+            "SKIPPED: this machine does not allow a private read-only mount ({})",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stdout.contains("import=2"), "{stdout} {stderr}");
+    assert!(
+        stderr.contains("t.db: the file system holding it") && stderr.contains("mounted read-only"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("count(*)\n1\n"), "{stdout} {stderr}");
+}
