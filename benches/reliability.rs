@@ -9,6 +9,8 @@
 //! - history: one memory over 1,000 snapshots with 1,000,000 spans: `map --html --history` under
 //!   1 GiB and a page under 20 MiB.
 //! - bomb: 1 GiB of spaces as zstd: refused with peak memory under 256 MiB.
+//! - sql: `memstate sql` of 5M rows in the table format and in csv (both streamed: under 64 MiB),
+//!   and an endless ORDER BY stopped at `--max-temp 256MiB` (under 256 MiB + 64 MiB + 64 MiB).
 //! - follow: 5,000 dumps imported, then 10 s of idle `import --follow`, with events and with
 //!   `--poll`: under 2% of a core.
 //! - shards: a simulated run of 16 nodes imported into one database, then into one per node
@@ -266,6 +268,63 @@ fn bomb(dir: &Path) {
     );
 }
 
+/// `memstate sql` holds no result: 5M rows in every format, and an endless sort stopped.
+fn sql(dir: &Path) {
+    println!("memstate sql: 5,000,000 rows; an endless ORDER BY");
+    let db = dir.join("sql.db");
+    let small = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/small.json");
+    run_binary_quietly(
+        &strings(&[
+            "--db",
+            db.to_str().unwrap(),
+            "import",
+            "-q",
+            small.to_str().unwrap(),
+        ]),
+        Duration::from_secs(60),
+    );
+    let rows = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000000) SELECT x AS n, 'label ' || x AS label, x * 4096 AS size FROM c";
+    for format in ["table", "csv"] {
+        let ran = run_binary_quietly(
+            &strings(&[
+                "--db",
+                db.to_str().unwrap(),
+                "sql",
+                rows,
+                "--format",
+                format,
+            ]),
+            Duration::from_secs(600),
+        );
+        report(
+            &format!("{format}: peak memory ({:.1} s)", ran.seconds),
+            &format!("{:.0} MiB", ran.peak_mib),
+            "< 64 MiB",
+            Some(ran.ok && ran.peak_mib < 64.0),
+        );
+    }
+    let endless = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x, randomblob(100) FROM c ORDER BY x DESC";
+    let ran = run_binary_quietly(
+        &strings(&[
+            "--db",
+            db.to_str().unwrap(),
+            "sql",
+            "--max-temp",
+            "256MiB",
+            endless,
+            "--format",
+            "csv",
+        ]),
+        Duration::from_secs(600),
+    );
+    report(
+        &format!("endless sort stopped ({:.1} s)", ran.seconds),
+        &format!("{:.0} MiB", ran.peak_mib),
+        "< 384 MiB",
+        Some(!ran.ok && ran.peak_mib < 384.0),
+    );
+}
+
 /// CPU seconds a process has used (user + system), from /proc.
 fn cpu_seconds(pid: u32) -> f64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -345,6 +404,9 @@ fn main() {
     }
     if wanted("follow") {
         follow(dir.path());
+    }
+    if wanted("sql") {
+        sql(dir.path());
     }
     if wanted("shards") {
         shards(dir.path());

@@ -263,6 +263,17 @@ pub struct SqlArgs {
     #[arg(short = 'p', long = "param", value_name = "KEY=VALUE")]
     pub params: Vec<String>,
 
+    /// The most memory the statement may use for sorting, grouping and other temporary storage
+    /// (kept in memory, never spilled to /var/tmp); a statement that needs more is stopped with
+    /// a message.
+    #[arg(long, default_value = "1GiB", value_parser = parse_positive_size, value_name = "SIZE")]
+    pub max_temp: u64,
+
+    /// The largest string or blob the statement may make (randomblob(1e9) is refused, not
+    /// printed).
+    #[arg(long, default_value = "64MiB", value_parser = parse_positive_size, value_name = "SIZE")]
+    pub max_value: u64,
+
     #[command(flatten)]
     pub output: OutputArgs,
 }

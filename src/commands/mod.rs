@@ -154,6 +154,15 @@ impl Printer {
         self.format
     }
 
+    /// A table for people written as its rows come, laid out as [`Printer::print`] lays one out.
+    pub fn table_stream<W: Write>(
+        &self,
+        columns: &[String],
+        out: W,
+    ) -> memstate::query::output::TableStream<W> {
+        memstate::query::output::TableStream::start(columns, &self.style, out)
+    }
+
     /// Print a report to standard output.
     pub fn print(&self, report: &Report) -> Result<()> {
         let mut out = io::stdout().lock();

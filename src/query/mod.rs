@@ -178,8 +178,69 @@ pub fn for_each_row(
     Ok(())
 }
 
+/// What an ad hoc statement may use: temporary storage held in memory up to `max_temp` (SQLite
+/// would otherwise spill a sort to /var/tmp without bound), values up to `max_value` bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct AdHocLimits {
+    pub max_temp: u64,
+    pub max_value: u64,
+}
+
+/// How much SQLite's heap may hold beyond the temporary storage: the page cache and statements.
+const HEAP_BESIDE_TEMP: u64 = 64 << 20;
+
+thread_local! {
+    static LIMITS: std::cell::Cell<Option<AdHocLimits>> = const { std::cell::Cell::new(None) };
+}
+
+/// Hold ad hoc statements on `conn` to `limits`. SQLite's heap limit is one for the process,
+/// so this is for a process that runs the user's SQL and nothing else (`memstate sql`).
+pub fn limit_ad_hoc(conn: &Connection, limits: AdHocLimits) -> Result<()> {
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(|error| Error::Query(error.to_string()))?;
+    let length = i32::try_from(limits.max_value).unwrap_or(i32::MAX);
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, length)
+        .map_err(|error| Error::Query(error.to_string()))?;
+    let heap = limits.max_temp.saturating_add(HEAP_BESIDE_TEMP);
+    // SAFETY: sets SQLite's process-wide heap limit; it takes effect for later allocations.
+    unsafe {
+        rusqlite::ffi::sqlite3_hard_heap_limit64(i64::try_from(heap).unwrap_or(i64::MAX));
+    }
+    LIMITS.with(|cell| cell.set(Some(limits)));
+    Ok(())
+}
+
 fn describe_sql_error(error: &rusqlite::Error) -> String {
+    let limits = LIMITS.with(|cell| cell.get());
+    let text = error.to_string();
+    if text.contains("too many attached databases") {
+        return format!(
+            "{text} (memstate sql opens the database read-only and attaches nothing, so ATTACH and VACUUM INTO cannot run; copy it with `sqlite3 DB \".backup copy.db\"` or cp while no import runs)"
+        );
+    }
     match error {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::OutOfMemory =>
+        {
+            match limits {
+                Some(limits) => format!(
+                    "the statement needed more than --max-temp {} of temporary storage (a sort, a grouping or a recursive query without end?); narrow it, or give a larger --max-temp",
+                    crate::units::human_size(i64::try_from(limits.max_temp).unwrap_or(i64::MAX))
+                ),
+                None => text,
+            }
+        }
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::TooBig =>
+        {
+            match limits {
+                Some(limits) => format!(
+                    "a value larger than --max-value {} ({text}); give a larger --max-value to make it",
+                    crate::units::human_size(i64::try_from(limits.max_value).unwrap_or(i64::MAX))
+                ),
+                None => text,
+            }
+        }
         rusqlite::Error::SqliteFailure(failure, _)
             if failure.code == rusqlite::ErrorCode::ReadOnly =>
         {

@@ -13,8 +13,8 @@ use std::io::{self, Write};
 
 mod layout;
 
-pub use layout::for_people;
 use layout::write_table;
+pub use layout::{for_people, TableStream, PLANNED_ROWS};
 
 use super::Cell;
 

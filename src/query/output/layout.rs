@@ -49,33 +49,47 @@ fn shorten(text: &str, width: usize) -> String {
 }
 
 pub(super) fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<()> {
-    let mut shown = shown_columns(table, style);
-    let mut cells: Vec<Vec<String>> = table
-        .rows
-        .iter()
-        .map(|row| {
-            shown
-                .iter()
-                .map(|&index| for_people(&row[index], table.units[index]))
-                .collect()
-        })
-        .collect();
-    let mut titles: Vec<String> = shown
-        .iter()
-        .map(|&index| table.columns[index].clone())
-        .collect();
-    let mut hidden: Vec<(usize, String)> = Vec::new();
-    // Fit the terminal. Text columns can shrink to 12 characters; when the table would not fit
-    // even so (and the user chose no columns), hide columns, text ones first, from the right,
-    // keeping the first, and say which. Then shorten the widest text columns until it fits.
-    if let Some(width) = style.width {
-        let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
-        for row in &cells {
-            for (column, text) in row.iter().enumerate() {
-                widths[column] = widths[column].max(text.chars().count());
-            }
-        }
-        let total = |widths: &[usize]| widths.iter().map(|width| width + 2).sum::<usize>();
+    let (layout, cells) = Layout::plan(table, style);
+    layout.write_header(out)?;
+    for (row, texts) in table.rows.iter().zip(&cells) {
+        layout.write_row(row, texts, out)?;
+    }
+    layout.write_footer(out)
+}
+
+/// How a table's columns are laid out: which are shown, their titles and widths, which can be
+/// shortened, which were hidden to fit the terminal. Planned from the rows at hand (all of a
+/// table, or the first rows of a stream) and then kept for every row.
+struct Layout {
+    shown: Vec<usize>,
+    titles: Vec<String>,
+    widths: Vec<usize>,
+    /// Per shown column: text, which may be shortened (numbers are not).
+    text: Vec<bool>,
+    hidden: Vec<(usize, String)>,
+    /// Fitted to a terminal of this width: later rows' text is shortened to the planned widths.
+    width: Option<usize>,
+}
+
+impl Layout {
+    /// The layout of `table`'s rows, and those rows as people read them, shortened to fit.
+    fn plan(table: &Table, style: &Style) -> (Layout, Vec<Vec<String>>) {
+        let mut shown = shown_columns(table, style);
+        let mut cells: Vec<Vec<String>> = table
+            .rows
+            .iter()
+            .map(|row| {
+                shown
+                    .iter()
+                    .map(|&index| for_people(&row[index], table.units[index]))
+                    .collect()
+            })
+            .collect();
+        let mut titles: Vec<String> = shown
+            .iter()
+            .map(|&index| table.columns[index].clone())
+            .collect();
+        let mut hidden: Vec<(usize, String)> = Vec::new();
         // A column of text can be shortened; numbers (whatever their unit) cannot. Found once,
         // kept beside the other per-column lists as columns are hidden.
         let mut text: Vec<bool> = shown
@@ -87,96 +101,126 @@ pub(super) fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> 
                     })
             })
             .collect();
-        // The least a column can take: a text column 12 characters, or its title when longer.
-        let least = |text: &[bool], titles: &[String], widths: &[usize], column: usize| {
-            if text[column] {
-                widths[column].min(titles[column].chars().count().max(12))
-            } else {
-                widths[column]
-            }
-        };
-        let floor = |text: &[bool], titles: &[String], widths: &[usize]| -> usize {
-            (0..widths.len())
-                .map(|column| least(text, titles, widths, column) + 2)
-                .sum()
-        };
-        // Text columns go first (they can be looked up), then figures from the right; the
-        // first column (what a row is about) stays.
-        while floor(&text, &titles, &widths) > width && style.columns.is_none() && !style.wide {
-            let text_column = (1..widths.len()).rev().find(|&column| text[column]);
-            let Some(column) = text_column.or((widths.len() > 1).then(|| widths.len() - 1)) else {
-                break;
+        // Fit the terminal. Text columns can shrink to 12 characters; when the table would not
+        // fit even so (and the user chose no columns), hide columns, text ones first, from the
+        // right, keeping the first, and say which. Then shorten the widest text columns until it
+        // fits.
+        if let Some(width) = style.width {
+            let mut widths = widest(&titles, &cells);
+            let total = |widths: &[usize]| widths.iter().map(|width| width + 2).sum::<usize>();
+            // The least a column can take: a text column 12 characters, or its title when longer.
+            let least = |text: &[bool], titles: &[String], widths: &[usize], column: usize| {
+                if text[column] {
+                    widths[column].min(titles[column].chars().count().max(12))
+                } else {
+                    widths[column]
+                }
             };
-            hidden.push((shown[column], titles.remove(column)));
-            widths.remove(column);
-            shown.remove(column);
-            text.remove(column);
-            for row in &mut cells {
-                row.remove(column);
+            let floor = |text: &[bool], titles: &[String], widths: &[usize]| -> usize {
+                (0..widths.len())
+                    .map(|column| least(text, titles, widths, column) + 2)
+                    .sum()
+            };
+            // Text columns go first (they can be looked up), then figures from the right; the
+            // first column (what a row is about) stays.
+            while floor(&text, &titles, &widths) > width && style.columns.is_none() && !style.wide {
+                let text_column = (1..widths.len()).rev().find(|&column| text[column]);
+                let Some(column) = text_column.or((widths.len() > 1).then(|| widths.len() - 1))
+                else {
+                    break;
+                };
+                hidden.push((shown[column], titles.remove(column)));
+                widths.remove(column);
+                shown.remove(column);
+                text.remove(column);
+                for row in &mut cells {
+                    row.remove(column);
+                }
+            }
+            while total(&widths) > width {
+                let widest = (0..widths.len())
+                    .filter(|&column| widths[column] > least(&text, &titles, &widths, column))
+                    .max_by_key(|&column| widths[column]);
+                let Some(column) = widest else { break };
+                let excess = total(&widths) - width;
+                let title = titles[column].chars().count().max(12);
+                widths[column] = widths[column].saturating_sub(excess).max(title);
+                for row in &mut cells {
+                    row[column] = shorten(&row[column], widths[column]);
+                }
             }
         }
-        while total(&widths) > width {
-            let widest = (0..widths.len())
-                .filter(|&column| widths[column] > least(&text, &titles, &widths, column))
-                .max_by_key(|&column| widths[column]);
-            let Some(column) = widest else { break };
-            let excess = total(&widths) - width;
-            let title = titles[column].chars().count().max(12);
-            widths[column] = widths[column].saturating_sub(excess).max(title);
-            for row in &mut cells {
-                row[column] = shorten(&row[column], widths[column]);
+        let widths = widest(&titles, &cells);
+        let layout = Layout {
+            shown,
+            titles,
+            widths,
+            text,
+            hidden,
+            width: style.width,
+        };
+        (layout, cells)
+    }
+
+    /// A row that came after the plan, as people read it, cut to the planned widths on a
+    /// terminal (text only; a wider number is written whole).
+    fn texts(&self, units: &[Unit], row: &[Cell]) -> Vec<String> {
+        self.shown
+            .iter()
+            .enumerate()
+            .map(|(column, &index)| {
+                let text = for_people(&row[index], units[index]);
+                if self.width.is_some() && self.text[column] {
+                    shorten(&text, self.widths[column])
+                } else {
+                    text
+                }
+            })
+            .collect()
+    }
+
+    /// The titles and a line of dashes under them.
+    fn write_header(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut line = String::new();
+        for (column, title) in self.titles.iter().enumerate() {
+            if column > 0 {
+                line.push(' ');
             }
+            pad(&mut line, title, self.widths[column], false);
         }
+        line.push('\n');
+        for (column, width) in self.widths.iter().enumerate() {
+            if column > 0 {
+                line.push(' ');
+            }
+            line.extend(std::iter::repeat_n('-', width + 1));
+        }
+        line.push('\n');
+        out.write_all(line.as_bytes())
     }
-    // Columns padded to their widest cell, one space after each and one between: numbers to the
-    // right, text to the left, a line of dashes under the titles. Written straight out (a table
-    // a memory for 40,000 memories is a lot of small tables).
-    let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
-    for row in &cells {
-        for (column, text) in row.iter().enumerate() {
-            widths[column] = widths[column].max(text.chars().count());
-        }
-    }
-    let mut line = String::new();
-    let pad = |line: &mut String, text: &str, width: usize, right: bool| {
-        let fill = width.saturating_sub(text.chars().count());
-        if right {
-            line.extend(std::iter::repeat_n(' ', fill));
-            line.push_str(text);
-        } else {
-            line.push_str(text);
-            line.extend(std::iter::repeat_n(' ', fill));
-        }
-        line.push(' ');
-    };
-    for (column, title) in titles.iter().enumerate() {
-        if column > 0 {
-            line.push(' ');
-        }
-        pad(&mut line, title, widths[column], false);
-    }
-    line.push('\n');
-    for (column, width) in widths.iter().enumerate() {
-        if column > 0 {
-            line.push(' ');
-        }
-        line.extend(std::iter::repeat_n('-', width + 1));
-    }
-    line.push('\n');
-    out.write_all(line.as_bytes())?;
-    for (row, texts) in table.rows.iter().zip(&cells) {
-        line.clear();
-        for (column, (&index, text)) in shown.iter().zip(texts).enumerate() {
+
+    /// One row: padded to the widths, one space after each column and one between, numbers to
+    /// the right, text to the left. Written straight out (a table a memory for 40,000 memories
+    /// is a lot of small tables).
+    fn write_row(&self, row: &[Cell], texts: &[String], out: &mut dyn Write) -> io::Result<()> {
+        let mut line = String::new();
+        for (column, (&index, text)) in self.shown.iter().zip(texts).enumerate() {
             if column > 0 {
                 line.push(' ');
             }
             let right = matches!(row[index], Cell::Integer(_) | Cell::Real(_));
-            pad(&mut line, text, widths[column], right);
+            pad(&mut line, text, self.widths[column], right);
         }
         line.push('\n');
-        out.write_all(line.as_bytes())?;
+        out.write_all(line.as_bytes())
     }
-    if !hidden.is_empty() {
+
+    /// The note naming the columns hidden to fit the terminal, if any were.
+    fn write_footer(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.hidden.is_empty() {
+            return Ok(());
+        }
+        let mut hidden = self.hidden.clone();
         hidden.sort();
         let hidden: Vec<String> = hidden.into_iter().map(|(_, title)| title).collect();
         let note = format!(
@@ -188,16 +232,153 @@ pub(super) fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> 
             },
             hidden.join(", ")
         );
-        for line in crate::query::wrap::wrap_line(&note, style.width.unwrap_or(usize::MAX)) {
+        for line in crate::query::wrap::wrap_line(&note, self.width.unwrap_or(usize::MAX)) {
             writeln!(out, "{line}")?;
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// Each column's width: its widest cell or its title.
+fn widest(titles: &[String], cells: &[Vec<String>]) -> Vec<usize> {
+    let mut widths: Vec<usize> = titles.iter().map(|title| title.chars().count()).collect();
+    for row in cells {
+        for (column, text) in row.iter().enumerate() {
+            widths[column] = widths[column].max(text.chars().count());
+        }
+    }
+    widths
+}
+
+fn pad(line: &mut String, text: &str, width: usize, right: bool) {
+    let fill = width.saturating_sub(text.chars().count());
+    if right {
+        line.extend(std::iter::repeat_n(' ', fill));
+        line.push_str(text);
+    } else {
+        line.push_str(text);
+        line.extend(std::iter::repeat_n(' ', fill));
+    }
+    line.push(' ');
+}
+
+/// How many rows a streamed table is laid out from: its first rows decide the widths.
+pub const PLANNED_ROWS: usize = 1000;
+
+/// A table for people written as its rows come (`memstate sql` of millions of rows): the first
+/// [`PLANNED_ROWS`] are held to lay the columns out, then written with every row after them;
+/// later text is cut to the planned widths on a terminal, so memory stays that of those rows.
+pub struct TableStream<W: Write> {
+    sample: Table,
+    style: Style,
+    layout: Option<Layout>,
+    out: W,
+    empty: String,
+}
+
+impl<W: Write> TableStream<W> {
+    pub fn start(columns: &[String], style: &Style, out: W) -> TableStream<W> {
+        TableStream {
+            sample: Table::new(columns.to_vec(), Vec::new()),
+            style: style.clone(),
+            layout: None,
+            out,
+            empty: "(no rows)".to_string(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<Cell>) -> io::Result<()> {
+        match &self.layout {
+            Some(layout) => {
+                let texts = layout.texts(&self.sample.units, &cells);
+                layout.write_row(&cells, &texts, &mut self.out)
+            }
+            None => {
+                self.sample.rows.push(cells);
+                if self.sample.rows.len() >= PLANNED_ROWS {
+                    self.lay_out()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Plan from the rows held, and write them.
+    fn lay_out(&mut self) -> io::Result<()> {
+        let (layout, cells) = Layout::plan(&self.sample, &self.style);
+        layout.write_header(&mut self.out)?;
+        for (row, texts) in self.sample.rows.iter().zip(&cells) {
+            layout.write_row(row, texts, &mut self.out)?;
+        }
+        self.sample.rows = Vec::new();
+        self.layout = Some(layout);
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> io::Result<()> {
+        if self.layout.is_none() {
+            if self.sample.rows.is_empty() {
+                writeln!(self.out, "{}", self.empty)?;
+                return self.out.flush();
+            }
+            self.lay_out()?;
+        }
+        if let Some(layout) = &self.layout {
+            layout.write_footer(&mut self.out)?;
+        }
+        self.out.flush()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A streamed table writes nothing until its first rows are planned, then every row as it
+    /// comes; where later rows fit the planned widths it is the table written at once, and on a
+    /// terminal a later, longer text is cut to its column.
+    #[test]
+    fn a_streamed_table_is_laid_out_from_its_first_rows() {
+        let columns = vec!["n".to_string(), "label".to_string()];
+        let row = |number: i64, label: &str| vec![Cell::Integer(number), Cell::text(label)];
+        let rows: Vec<Vec<Cell>> = (0..PLANNED_ROWS as i64 + 5)
+            .map(|number| row(number % 100, "abc"))
+            .collect();
+        let mut streamed = Vec::new();
+        let mut stream = TableStream::start(&columns, &Style::default(), &mut streamed);
+        for (index, cells) in rows.iter().enumerate() {
+            stream.row(cells.clone()).unwrap();
+            let written = !stream.out.is_empty();
+            assert_eq!(written, index + 1 >= PLANNED_ROWS, "after row {index}");
+        }
+        stream.finish().unwrap();
+        let mut whole = Vec::new();
+        let table = Table::new(columns.clone(), rows.clone());
+        write_table(&table, &Style::default(), &mut whole).unwrap();
+        assert_eq!(
+            String::from_utf8(streamed).unwrap(),
+            String::from_utf8(whole).unwrap()
+        );
+        // On a terminal of 30 columns, a label longer than the planned ones is cut to them.
+        let style = Style {
+            width: Some(30),
+            ..Style::default()
+        };
+        let mut out = Vec::new();
+        let mut narrow = TableStream::start(&columns, &style, &mut out);
+        for cells in rows.iter().take(PLANNED_ROWS) {
+            narrow.row(cells.clone()).unwrap();
+        }
+        narrow.row(row(7, &"x".repeat(80))).unwrap();
+        narrow.finish().unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let last = text.lines().last().unwrap();
+        assert!(last.chars().count() <= 30, "{last:?}");
+        assert!(
+            last.ends_with('…') || last.trim_end().ends_with('…'),
+            "{last:?}"
+        );
+    }
 
     /// A table far wider than the terminal: text columns are hidden from the right (and named)
     /// until the rest fits at 12 characters a text column, then the first is shortened to fit.
