@@ -10,7 +10,13 @@
 //!   against the target of twice its size plus 64 MiB; and whether the default limits take a
 //!   2 GiB one.
 //!
-//! Both inputs are written here, as their producers write them, into a temporary folder.
+//! - bounds (issue 27, item 5): inputs that grew memory far past their size, each imported with
+//!   its peak memory against 4 times the input plus 64 MiB: a pickle of 50 MB of EMPTY_LIST
+//!   opcodes; 5,000 blocks with 500 `oom` events (500 rebuilt snapshots); one 6,000-event trace
+//!   referenced 6,000 times through the memo; 5M trace events; a Legate report of 1M instances;
+//!   a Realm status of 1M ranges.
+//!
+//! The inputs are written here, as their producers write them, into a temporary folder.
 
 mod common;
 
@@ -237,6 +243,167 @@ fn write_pickle(path: &Path, bytes: u64) -> u64 {
     std::fs::metadata(path).map(|meta| meta.len()).unwrap_or(0)
 }
 
+fn pickler(path: &Path) -> Pickler<BufWriter<std::fs::File>> {
+    let file = std::fs::File::create(path).expect("bench: create pickle");
+    let mut pickler = Pickler {
+        out: BufWriter::with_capacity(1 << 20, file),
+        memo: Default::default(),
+        next: 0,
+    };
+    pickler.op(&[0x80, 4]);
+    pickler
+}
+
+fn finish(mut pickler: Pickler<BufWriter<std::fs::File>>) {
+    pickler.op(b".");
+    pickler.out.flush().expect("bench: write pickle");
+}
+
+/// One segment of `blocks` blocks of 4 KiB, all allocated, as a snapshot's `segments`.
+fn segment_of_blocks(p: &mut Pickler<BufWriter<std::fs::File>>, blocks: u64) {
+    p.str("segments");
+    p.list(|p| {
+        p.dict(|p| {
+            for (key, value) in [
+                ("device", 0),
+                ("address", 0x7f00_0000_0000),
+                ("total_size", blocks * 4096),
+            ] {
+                p.str(key);
+                p.int(value);
+            }
+            p.str("blocks");
+            p.list(|p| {
+                for block in 0..blocks {
+                    p.dict(|p| {
+                        p.str("address");
+                        p.int(0x7f00_0000_0000 + block * 4096);
+                        p.str("size");
+                        p.int(4096);
+                        p.str("state");
+                        p.str("active_allocated");
+                    });
+                }
+            });
+        });
+    });
+}
+
+/// The inputs of issue 27, item 5, each written to `dir`: (what, path).
+fn bound_inputs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut inputs = Vec::new();
+    let path = dir.join("empty-lists.pickle");
+    let mut p = pickler(&path);
+    for _ in 0..50_000_000 / 4096 {
+        p.op(&[b']'; 4096]);
+    }
+    finish(p);
+    inputs.push(("pickle of 50 MB of EMPTY_LIST", path));
+
+    let path = dir.join("ooms.pickle");
+    let mut p = pickler(&path);
+    p.dict(|p| {
+        segment_of_blocks(p, 5000);
+        p.str("device_traces");
+        p.list(|p| {
+            p.list(|p| {
+                for event in 0..500u64 {
+                    p.dict(|p| {
+                        p.str("action");
+                        p.str("oom");
+                        p.str("size");
+                        p.int(1 << 30);
+                        p.str("device_free");
+                        p.int(0);
+                        p.str("time_us");
+                        p.int(1_000 + event);
+                    });
+                }
+            });
+        });
+    });
+    finish(p);
+    inputs.push(("5,000 blocks x 500 oom events", path));
+
+    let path = dir.join("memo.pickle");
+    let mut p = pickler(&path);
+    p.dict(|p| {
+        segment_of_blocks(p, 16);
+        p.str("device_traces");
+        p.list(|p| {
+            let trace = p.list(|p| {
+                for event in 0..6000u64 {
+                    p.dict(|p| {
+                        p.str("action");
+                        p.str(if event % 2 == 0 {
+                            "alloc"
+                        } else {
+                            "free_completed"
+                        });
+                        p.str("addr");
+                        p.int(0x7f00_0000_0000 + (event % 16) * 4096);
+                        p.str("size");
+                        p.int(4096);
+                        p.str("time_us");
+                        p.int(event);
+                    });
+                }
+            });
+            for _ in 1..6000 {
+                p.get(trace);
+            }
+        });
+    });
+    finish(p);
+    inputs.push(("one 6,000-event trace referenced 6,000 times", path));
+
+    let path = dir.join("events.pickle");
+    write_pickle(&path, 5_000_000 * 60);
+    inputs.push(("5M trace events", path));
+
+    let path = dir.join("instances.log");
+    let mut out = BufWriter::new(std::fs::File::create(&path).expect("bench: create log"));
+    let prefix = "[0 - 7f00aa000700]    3.000300 {5}{legate.mapper}:";
+    writeln!(out, "[0 - 7f00aa000000]    0.000287 {{4}}{{threads}}: reservation ('utility proc 1d00000000000000') cannot be satisfied").unwrap();
+    writeln!(out, "[0 - 7f00aa000700]    3.000000 {{5}}{{legate.mapper}}: Failed to allocate 1,048,576 bytes on memory 1e00000000000003 (of kind GPU_FB_MEM) for region requirement(s) {{0}} of Task Foo[train.py:7] (UID 21)").unwrap();
+    writeln!(out, "{prefix} There is not enough space because Legate is reserving 4,096,000,000 of the available 4,194,304,000 bytes for the following LogicalStores:").unwrap();
+    writeln!(out, "{prefix} LogicalStore allocated at train.py:2:").unwrap();
+    for instance in 0..1_000_000u64 {
+        writeln!(
+            out,
+            "{prefix}   Instance 40000000{instance:08x} at address {:x} of size 4,096 covering elements <0>..<1023> ",
+            0x7f00_0000_0000u64 + instance * 4096
+        )
+        .unwrap();
+    }
+    out.flush().unwrap();
+    inputs.push(("Legate report of 1M instances", path));
+
+    let path = dir.join("ranges.log");
+    let mut out = BufWriter::new(std::fs::File::create(&path).expect("bench: create log"));
+    writeln!(out, "[0 - 7f4400a1c000]    0.000211 {{4}}{{threads}}: reservation ('utility proc 1d00000000000000') cannot be satisfied").unwrap();
+    let ranges = 1_000_000u64;
+    for range in 1..=ranges {
+        let (first, last) = ((range - 1) * 256, range * 256);
+        if range % 2 == 1 {
+            writeln!(out, "allocated_range_idx:{range} first:{first} last:{last} prev:{} next:{} prev_free:0 next_free:0 range_size:256 total:{last}", range - 1, range + 1).unwrap();
+        } else {
+            writeln!(
+                out,
+                "free_range_idx:{range} first:{first} last:{last} prev:{} next:{} size:256 gap:0",
+                range - 1,
+                range + 1
+            )
+            .unwrap();
+        }
+    }
+    writeln!(out, "%%Stats%% total_size:{} total_used_size:{} largest_used_blocksize:256 total_free_size:{} large_free_blocksize:256 max_defrag_block:256", ranges * 256, ranges * 128, ranges * 128).unwrap();
+    writeln!(out, "[0 - 7f4400a1c700]    5.000000 {{5}}{{default_mapper}}: Default mapper failed allocation of size 600 bytes for region  requirement 0 of task foo (UID 3) in memory 1e00000000000003 (GPU_FB_MEM) for processor 1d00000000000001 ").unwrap();
+    out.flush().unwrap();
+    inputs.push(("Realm status of 1M ranges", path));
+    inputs
+}
+
 fn grep_seconds(path: &Path) -> f64 {
     let started = Instant::now();
     let output = Command::new("grep")
@@ -297,6 +464,37 @@ fn main() {
             Some(peak < 100.0),
         );
         let _ = std::fs::remove_file(&log);
+    }
+    if wanted("bounds") {
+        println!("bounds: peak memory of each source against 4x its input + 64 MiB");
+        for (what, path) in bound_inputs(dir.path()) {
+            let size_mib =
+                std::fs::metadata(&path).map(|meta| meta.len()).unwrap_or(0) as f64 / MIB as f64;
+            let db = dir.path().join("bounds.db");
+            let _ = std::fs::remove_file(&db);
+            let ran = run_binary_quietly(
+                &[
+                    "--db".into(),
+                    db.display().to_string(),
+                    "import".into(),
+                    "--quiet".into(),
+                    path.display().to_string(),
+                ],
+                timeout,
+            );
+            let target = 4.0 * size_mib + 64.0;
+            report(
+                &format!(
+                    "{what} ({size_mib:.1} MiB, {}, {:.1} s)",
+                    if ran.ok { "read" } else { "refused" },
+                    ran.seconds
+                ),
+                &format!("{:.0} MiB", ran.peak_mib),
+                &format!("<= {target:.0} MiB"),
+                Some(ran.peak_mib <= target),
+            );
+            let _ = std::fs::remove_file(&path);
+        }
     }
     if wanted("pickle") {
         let mib = size_mib("MEMSTATE_BENCH_PICKLE_MIB", 512);

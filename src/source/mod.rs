@@ -75,15 +75,18 @@ pub trait Source: Sync {
     fn line_reader(&self) -> Option<Box<dyn LineReader>> {
         None
     }
-    /// Read an input whole (a source that is not a log).
+    /// Read an input whole (a source that is not a log), handing what it finds to `emit` one
+    /// snapshot at a time, each with its position within its node (`line`, 1-based), so that
+    /// none waits for the others in memory.
     fn read_whole(
         &self,
         reader: &mut dyn BufRead,
         display: &str,
         limits: Limits,
         options: &Options,
-    ) -> Result<Vec<Found>> {
-        let _ = (reader, limits, options);
+        emit: &mut dyn FnMut(Found) -> Result<()>,
+    ) -> Result<()> {
+        let _ = (reader, limits, options, emit);
         Err(refused(display, &[self.described().to_string()]))
     }
 }
@@ -166,28 +169,34 @@ fn dumps(found: Vec<Found>, display: &str, options: &Options) -> Vec<Record> {
         .into_iter()
         .map(|found| {
             let seq = next_seq.entry(found.node).or_insert(0);
-            let snapshot = write::Snapshot {
-                seq: *seq,
-                time_ns: found.time_ns,
-                wall_time: None,
-                reason: found.reason.to_string(),
-                note: found.note.map(write::Text::from),
-            };
             *seq += 1;
-            let run = write::Run {
-                id: run.clone(),
-                node: found.node,
-                node_count: None,
-                host: None,
-                pid: None,
-            };
-            let dump = write::Dump::new(run, snapshot, found.memories);
-            Record {
-                source: format!("{display}:{}", found.line),
-                text: dump.to_json().into_bytes(),
-            }
+            record_of(found, *seq - 1, &run, display)
         })
         .collect()
+}
+
+/// One snapshot found as the format-v1 dump it becomes.
+fn record_of(found: Found, seq: i64, run: &str, display: &str) -> Record {
+    let snapshot = write::Snapshot {
+        seq,
+        time_ns: found.time_ns,
+        wall_time: None,
+        reason: found.reason.to_string(),
+        note: found.note.map(write::Text::from),
+    };
+    let run = write::Run {
+        id: run.to_string(),
+        node: found.node,
+        node_count: None,
+        host: None,
+        pid: None,
+    };
+    let source = format!("{display}:{}", found.line);
+    let dump = write::Dump::new(run, snapshot, found.memories);
+    Record {
+        source,
+        text: dump.to_json().into_bytes(),
+    }
 }
 
 /// Why an input is no memstate dump: the first JSON value's error, `None` when it is one (or
@@ -311,15 +320,7 @@ pub fn open(
         .iter()
         .filter_map(|source| source.line_reader())
         .collect();
-    let found = if readers.is_empty() {
-        match tried.first() {
-            Some(source) => source.read_whole(records.reader(), display, limits, options)?,
-            None => Vec::new(),
-        }
-    } else {
-        read_log(records.reader(), display, readers)?
-    };
-    if found.is_empty() {
+    let nothing = |tried: &[&dyn Source], not_json: Option<String>| {
         let mut kinds: Vec<String> = Vec::new();
         if let Some(why) = not_json {
             kinds.push(format!("a memstate dump ({why})"));
@@ -329,10 +330,64 @@ pub fn open(
             kinds.extend(whole.map(|source| source.described().to_string()));
         }
         kinds.extend(tried.iter().map(|source| source.described().to_string()));
-        return Err(refused(display, &kinds));
+        refused(display, &kinds)
+    };
+    if readers.is_empty() {
+        let Some(&source) = tried.first() else {
+            return Err(nothing(&tried, not_json));
+        };
+        return Ok(Box::new(whole(source, records, input, limits, options)));
+    }
+    let found = read_log(records.reader(), display, readers)?;
+    if found.is_empty() {
+        return Err(nothing(&tried, not_json));
     }
     let dumps = dumps(found, display, options);
     Ok(Box::new(dumps.into_iter().map(Ok)))
+}
+
+/// A whole source's snapshots as records, each made when the import is ready for it: the
+/// source reads on a thread of its own and hands each snapshot over a channel that holds one,
+/// so that a source telling thousands of snapshots (rebuilt from a trace) holds one at a time.
+fn whole(
+    source: &'static dyn Source,
+    mut records: read::Records,
+    input: &Input,
+    limits: Limits,
+    options: &Options,
+) -> impl Iterator<Item = Result<Record>> + Send {
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Record>>(1);
+    let display = input.display.clone();
+    let options = options.clone();
+    let spawned = std::thread::Builder::new()
+        .name("memstate-source".to_string())
+        .spawn(move || {
+            let run = run_of(&display, &options);
+            let mut any = false;
+            let mut emit = |found: Found| -> Result<()> {
+                any = true;
+                let seq = i64::try_from(found.line.saturating_sub(1)).unwrap_or(i64::MAX);
+                sender
+                    .send(Ok(record_of(found, seq, &run, &display)))
+                    .map_err(|_| Error::Usage("the import stopped reading".to_string()))
+            };
+            let outcome =
+                source.read_whole(records.reader(), &display, limits, &options, &mut emit);
+            let outcome = match outcome {
+                Ok(()) if !any => Err(refused(&display, &[source.described().to_string()])),
+                other => other,
+            };
+            if let Err(error) = outcome {
+                let _ = sender.send(Err(error));
+            }
+        });
+    let failed = spawned.err().map(|error| {
+        Error::Usage(format!(
+            "{}: cannot start a thread to read it: {error}",
+            input.display
+        ))
+    });
+    failed.map(Err).into_iter().chain(receiver)
 }
 
 /// A size printed with its digits grouped or not: `1,048,576` or `1048576`.

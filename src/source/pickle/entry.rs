@@ -3,6 +3,7 @@
 //! times the pickle's own bytes; folded, each is one record of the numbers memstate reads.
 
 use super::{grow, Id, Node, Reader};
+use super::{CONTAINER_BYTES, FOLDED_BYTES, NODE_BYTES};
 
 /// An allocator trace entry (`{action, addr, size, stream, time_us, device_free, frames, ...}`
 /// of `torch/csrc/cuda/Module.cpp`), kept as the numbers memstate reads instead of a dict: a
@@ -136,9 +137,11 @@ impl Reader<'_> {
         }
         grow(&mut self.arena.entries);
         self.arena.entries.push(folded);
+        self.held = self.held.saturating_add(FOLDED_BYTES);
         self.arena.nodes[dict as usize] = Node::Entry(self.arena.entries.len() as u32 - 1);
         if at as usize + 1 == self.arena.dicts.len() {
             self.arena.dicts.pop();
+            self.held = self.held.saturating_sub(CONTAINER_BYTES);
         }
         let mut numbers: Vec<Id> = values
             .chunks(2)
@@ -150,7 +153,9 @@ impl Reader<'_> {
             let tail = numbers.len() == self.arena.nodes.len() - first as usize
                 && numbers.windows(2).all(|pair| pair[1] == pair[0] + 1);
             if tail && self.memo_high.is_none_or(|high| high < first) && first > dict {
+                let dropped = self.arena.nodes.len() - first as usize;
                 self.arena.nodes.truncate(first as usize);
+                self.held = self.held.saturating_sub(dropped * NODE_BYTES);
             }
         }
         true

@@ -76,6 +76,16 @@ pub struct Pickle<'b> {
 const INDEXED: usize = 32;
 
 impl Pickle<'_> {
+    /// How many bytes the pickle was read from.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether it was read from no bytes (never: an empty pickle does not parse).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
     fn node(&self, index: Id) -> Node {
         self.arena.nodes[index as usize]
     }
@@ -185,6 +195,23 @@ struct Reader<'b> {
     /// Memo keys as pickles write them, 0, 1, 2, ...: by position; any other in `sparse`.
     memo: Vec<Id>,
     sparse: HashMap<u64, Id>,
+    /// About how many bytes the arena holds, kept as values are made, against [`budget`].
+    held: usize,
+    budget: usize,
+}
+
+/// What one value, one container and one container item cost in the arena (about).
+pub(super) const NODE_BYTES: usize = 16;
+pub(super) const CONTAINER_BYTES: usize = 24;
+pub(super) const ITEM_BYTES: usize = 4;
+pub(super) const FOLDED_BYTES: usize = 32;
+
+/// The most the arena may hold for a pickle of `bytes` bytes: three times the pickle plus 32 MiB.
+/// A PyTorch snapshot holds well under twice its size (its trace entries are folded as they are
+/// read); a pickle that builds more (50 MB of EMPTY_LIST opcodes made 2.4 GB of empty lists) is
+/// not one, and is refused before it takes the machine's memory.
+fn budget(bytes: usize) -> usize {
+    bytes.saturating_mul(3).saturating_add(32 << 20)
 }
 
 type Step<T> = std::result::Result<T, PickleError>;
@@ -236,10 +263,32 @@ impl Reader<'_> {
         Ok(length as usize)
     }
 
+    /// Count `bytes` more against the budget; past it, the pickle is refused.
+    fn hold(&mut self, bytes: usize) -> Step<()> {
+        self.held = self.held.saturating_add(bytes);
+        let stack = self
+            .stack
+            .len()
+            .saturating_mul(std::mem::size_of::<Entry>());
+        if self.held.saturating_add(stack) > self.budget {
+            let mib = |bytes: usize| bytes >> 20;
+            return self.fail(
+                self.at,
+                format!(
+                    "the pickle builds more values than a PyTorch snapshot of its size could ({} MiB of values from {} MiB of pickle; memstate allows three times the pickle plus 32 MiB): not an allocator snapshot",
+                    mib(self.held.saturating_add(stack)),
+                    mib(self.bytes.len())
+                ),
+            );
+        }
+        Ok(())
+    }
+
     fn push(&mut self, node: Node) -> Step<()> {
         let Ok(index) = Id::try_from(self.arena.nodes.len()) else {
             return self.fail(self.at, "more values than memstate reads in one pickle");
         };
+        self.hold(NODE_BYTES)?;
         grow(&mut self.arena.nodes);
         self.arena.nodes.push(node);
         self.stack.push(Entry::Value(index));
@@ -247,6 +296,7 @@ impl Reader<'_> {
     }
 
     fn push_sequence(&mut self, items: Vec<Id>, tuple: bool) -> Step<()> {
+        self.hold(CONTAINER_BYTES + items.len() * ITEM_BYTES)?;
         let at = self.arena.sequences.len() as u32;
         grow(&mut self.arena.sequences);
         self.arena.sequences.push(items);
@@ -258,6 +308,7 @@ impl Reader<'_> {
     }
 
     fn push_dict(&mut self) -> Step<()> {
+        self.hold(CONTAINER_BYTES)?;
         let at = self.arena.dicts.len() as u32;
         grow(&mut self.arena.dicts);
         self.arena.dicts.push(Vec::new());
@@ -362,6 +413,7 @@ impl Reader<'_> {
     }
 
     fn extend(&mut self, at: usize, container: Id, values: Vec<Id>) -> Step<()> {
+        self.hold(values.len() * ITEM_BYTES)?;
         match self.arena.nodes[container as usize] {
             Node::List(index) => self.arena.sequences[index as usize].extend(values),
             Node::Dict(index) => {
@@ -610,6 +662,8 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
         replaced: 0,
         memo: Vec::new(),
         sparse: HashMap::new(),
+        held: 0,
+        budget: budget(bytes.len()),
     };
     let root = reader.run()?;
     let mut pickle = Pickle {

@@ -48,3 +48,30 @@ fn trace_entries_are_folded_and_other_dicts_kept() {
     let action = pickle.get(items[1], "action").unwrap();
     assert_eq!(pickle.str(action), Some("alloc"));
 }
+
+/// Issue 27, item 5: 2 MB of EMPTY_LIST opcodes would hold about 96 MB of empty lists (48 bytes
+/// each: a node, a list, a stack slot); the budget (three times the pickle plus 32 MiB, 38 MiB)
+/// stops it by name, while the same count of list items in one list (4 bytes each) is read.
+#[test]
+fn a_pickle_that_builds_far_more_than_its_size_is_refused() {
+    let mut bomb = vec![0x80, 4];
+    bomb.extend(std::iter::repeat_n(b']', 2_000_000));
+    bomb.push(b'.');
+    let error = read(&bomb)
+        .err()
+        .map(|error| error.message)
+        .unwrap_or_default();
+    assert!(
+        error.contains("builds more values than a PyTorch snapshot of its size could"),
+        "{error}"
+    );
+    // One list of 500,000 small ints: 500,000 nodes of 16 bytes and 4-byte items, about 10 MB
+    // from 1 MB, under the budget.
+    let mut list = vec![0x80, 4, b']', b'('];
+    for number in 0..500_000u32 {
+        list.extend([b'K', (number % 256) as u8]);
+    }
+    list.extend([b'e', b'.']);
+    let pickle = read(&list).unwrap();
+    assert_eq!(pickle.items(pickle.root).map(<[_]>::len), Some(500_000));
+}
