@@ -281,7 +281,7 @@ fn dump_node(
                 });
             }
             if allocation.collected && allocation.state == State::PendingFree {
-                entry.attrs.insert("collected".into(), true.into());
+                entry.attrs.insert("collected", true.into());
             }
             allocations.push(entry);
         }

@@ -35,7 +35,7 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::dump::write;
 
@@ -562,25 +562,27 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         .min()
         .unwrap_or(0);
     let mut next = 0u64;
-    let mut allocations = Vec::new();
-    for instance in &instances {
+    let mut allocations = Vec::with_capacity(instances.len() + 1);
+    // Consumed as they become allocations: the report's instances and the snapshot's
+    // allocations of a million-instance report are not both held whole.
+    for instance in instances {
         let offset = match instance.address {
             Some(address) if addressed => address - base,
             _ => next,
         };
         next = next.max(offset.saturating_add(instance.size));
-        let mut attrs = Map::new();
+        let mut attrs = write::Attrs::default();
         if let Some(address) = instance.address {
-            attrs.insert("address".into(), Value::from(format!("0x{address:x}")));
+            attrs.insert("address", Value::from(format!("0x{address:x}")));
         }
         if let Some(store) = &instance.store {
-            attrs.insert("store".into(), Value::from(store.as_str()));
+            attrs.insert("store", Value::from(store.as_str()));
         }
-        if let Some(elements) = &instance.elements {
-            attrs.insert("elements".into(), Value::from(elements.as_str()));
+        if let Some(elements) = instance.elements {
+            attrs.insert("elements", Value::from(elements));
         }
         if instance.multiple {
-            attrs.insert("multiple_stores".into(), Value::from(true));
+            attrs.insert("multiple_stores", Value::from(true));
         }
         let mut allocation = write::Allocation::new(
             id_text(instance.id),
@@ -591,8 +593,8 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         );
         allocation.handle = Some(id_text(instance.id));
         allocation.attrs = attrs;
-        allocation.label = instance.store.clone().map(write::Text::from);
-        allocation.provenance = instance.provenance.clone().map(write::Text::from);
+        allocation.label = instance.store.map(write::Text::from);
+        allocation.provenance = instance.provenance.map(write::Text::from);
         allocations.push(allocation);
     }
     if unlisted > 0 {
