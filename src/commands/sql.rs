@@ -22,49 +22,39 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
         },
     )?;
     let printer = Printer::new(&args.output);
-    if printer.format() == Format::Table {
-        let mut stream: Option<TableStream<io::StdoutLock<'static>>> = None;
-        query::for_each_row(
-            &database.conn,
-            &args.query,
-            &parameters,
-            &mut |event| match event {
-                RowEvent::Columns(columns) => {
-                    stream = Some(printer.table_stream(columns, io::stdout().lock()));
-                    Ok(())
-                }
-                RowEvent::Row(cells) => match stream.as_mut() {
-                    Some(table) => table.row(cells).map_err(Error::Output),
-                    None => Ok(()),
-                },
-            },
-        )?;
-        if let Some(table) = stream {
-            table.finish().map_err(Error::Output)?;
-        }
-        return Ok(0);
-    }
-    let mut stream: Option<RowStream<io::StdoutLock<'static>>> = None;
+    let mut sink: Option<Sink> = None;
     query::for_each_row(
         &database.conn,
         &args.query,
         &parameters,
         &mut |event| match event {
             RowEvent::Columns(columns) => {
-                stream = Some(
-                    RowStream::start(columns, printer.format(), io::stdout().lock())
-                        .map_err(Error::Output)?,
-                );
+                let out = io::stdout().lock();
+                sink = Some(match printer.format() {
+                    Format::Table => Sink::Table(printer.table_stream(columns, out)),
+                    format => {
+                        Sink::Exact(RowStream::start(columns, format, out).map_err(Error::Output)?)
+                    }
+                });
                 Ok(())
             }
-            RowEvent::Row(cells) => match stream.as_mut() {
-                Some(writer) => writer.row(&cells).map_err(Error::Output),
+            RowEvent::Row(cells) => match sink.as_mut() {
+                Some(Sink::Table(table)) => table.row(cells).map_err(Error::Output),
+                Some(Sink::Exact(rows)) => rows.row(&cells).map_err(Error::Output),
                 None => Ok(()),
             },
         },
     )?;
-    if let Some(writer) = stream {
-        writer.finish().map_err(Error::Output)?;
+    match sink {
+        Some(Sink::Table(table)) => table.finish().map_err(Error::Output)?,
+        Some(Sink::Exact(rows)) => rows.finish().map_err(Error::Output)?,
+        None => {}
     }
     Ok(0)
+}
+
+/// Where the rows go: a table for people, or an exact format.
+enum Sink {
+    Table(TableStream<io::StdoutLock<'static>>),
+    Exact(RowStream<io::StdoutLock<'static>>),
 }

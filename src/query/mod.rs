@@ -218,37 +218,34 @@ fn describe_sql_error(error: &rusqlite::Error) -> String {
             "{text} (memstate sql opens the database read-only and attaches nothing, so ATTACH and VACUUM INTO cannot run; copy it with `sqlite3 DB \".backup copy.db\"` or cp while no import runs)"
         );
     }
-    match error {
-        rusqlite::Error::SqliteFailure(failure, _)
+    let size = |bytes: u64| crate::units::human_size(i64::try_from(bytes).unwrap_or(i64::MAX));
+    match (error, limits) {
+        (rusqlite::Error::SqliteFailure(failure, _), Some(limits))
             if failure.code == rusqlite::ErrorCode::OutOfMemory =>
         {
-            match limits {
-                Some(limits) => format!(
-                    "the statement needed more than --max-temp {} of temporary storage (a sort, a grouping or a recursive query without end?); narrow it, or give a larger --max-temp",
-                    crate::units::human_size(i64::try_from(limits.max_temp).unwrap_or(i64::MAX))
-                ),
-                None => text,
-            }
+            format!(
+                "the statement needed more than --max-temp {} of temporary storage (a sort, a grouping or a recursive query without end?); narrow it, or give a larger --max-temp",
+                size(limits.max_temp)
+            )
         }
-        rusqlite::Error::SqliteFailure(failure, _)
+        (rusqlite::Error::SqliteFailure(failure, _), Some(limits))
             if failure.code == rusqlite::ErrorCode::TooBig =>
         {
-            match limits {
-                Some(limits) => format!(
-                    "a value larger than --max-value {} ({text}); give a larger --max-value to make it",
-                    crate::units::human_size(i64::try_from(limits.max_value).unwrap_or(i64::MAX))
-                ),
-                None => text,
-            }
+            format!(
+                "a value larger than --max-value {} ({text}); give a larger --max-value to make it",
+                size(limits.max_value)
+            )
         }
-        rusqlite::Error::SqliteFailure(failure, _)
+        (rusqlite::Error::SqliteFailure(failure, _), _)
             if failure.code == rusqlite::ErrorCode::ReadOnly =>
         {
             format!(
                 "{error} (memstate sql is read-only: the database cannot be changed through it)"
             )
         }
-        rusqlite::Error::MultipleStatement => "only one SQL statement may be given".to_string(),
+        (rusqlite::Error::MultipleStatement, _) => {
+            "only one SQL statement may be given".to_string()
+        }
         _ => error.to_string(),
     }
 }
