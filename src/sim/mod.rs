@@ -252,7 +252,7 @@ fn dump_node(
     let mut memories = Vec::new();
     let mut referenced_objects = std::collections::BTreeSet::new();
     for memory in &node.memories {
-        let mut allocations = Vec::with_capacity(memory.allocations.len());
+        let mut allocations = write::Allocations::default();
         let mut sorted: Vec<_> = memory.allocations.values().collect();
         sorted.sort_by_key(|allocation| (allocation.offset, allocation.uid));
         for allocation in sorted {
@@ -283,7 +283,7 @@ fn dump_node(
             if allocation.collected && allocation.state == State::PendingFree {
                 entry.attrs.insert("collected", true.into());
             }
-            allocations.push(entry);
+            allocations.push(&entry);
         }
         allocation_count += allocations.len() as u64;
         let mut entry = write::Memory::new(
@@ -370,7 +370,10 @@ fn dump_node(
     });
     dump.objects = objects;
     dump.strings = strings.table;
-    (dump.to_json(), allocation_count)
+    (
+        String::from_utf8(dump.into_json()).unwrap_or_default(),
+        allocation_count,
+    )
 }
 
 fn check(config: &Config) -> Result<()> {

@@ -562,9 +562,9 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         .min()
         .unwrap_or(0);
     let mut next = 0u64;
-    let mut allocations = Vec::with_capacity(instances.len() + 1);
-    // Consumed as they become allocations: the report's instances and the snapshot's
-    // allocations of a million-instance report are not both held whole.
+    let mut allocations = write::Allocations::default();
+    // Consumed as they are written: the report's instances and the snapshot's text of a
+    // million-instance report are not both held whole.
     for instance in instances {
         let offset = match instance.address {
             Some(address) if addressed => address - base,
@@ -595,7 +595,7 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
         allocation.attrs = attrs;
         allocation.label = instance.store.map(write::Text::from);
         allocation.provenance = instance.provenance.map(write::Text::from);
-        allocations.push(allocation);
+        allocations.push(&allocation);
     }
     if unlisted > 0 {
         let mut allocation = write::Allocation::new(
@@ -606,7 +606,7 @@ fn snapshot(report: Report, display: &str) -> Result<Found> {
             unlisted,
         );
         allocation.label = Some("reserved by Legate, not listed in the report".into());
-        allocations.push(allocation);
+        allocations.push(&allocation);
         next = next.saturating_add(unlisted);
     }
     let capacity = match report.capacity {

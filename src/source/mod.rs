@@ -195,7 +195,7 @@ fn record_of(found: Found, seq: i64, run: &str, display: &str) -> Record {
     let dump = write::Dump::new(run, snapshot, found.memories);
     Record {
         source,
-        text: dump.to_json().into_bytes(),
+        text: dump.into_json(),
     }
 }
 

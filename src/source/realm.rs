@@ -178,7 +178,7 @@ impl Reader {
             .total
             .filter(|&total| total > 0)
             .unwrap_or_else(|| end_of(&block.allocated).max(end_of(&block.free)).max(1));
-        let allocations: Vec<_> = block
+        let allocations: write::Allocations = block
             .allocated
             .iter()
             .map(|&(first, last)| {
