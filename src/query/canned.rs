@@ -5,7 +5,7 @@
 //! Parameters take what the commands take: `snapshot_id=latest` or `RUN:NODE:SEQ`, `memory_id=`
 //! a memory id like `0x1e00000000000003`; a parameter documented with `(default N)` may be left out.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use super::output::Unit;
 use super::{collect, query_error, select, Table};
@@ -116,7 +116,7 @@ fn resolve(
         |why: String| Error::Usage(format!("{} -p {}={value:?}: {why}", query.name, param.name));
     match param.name.as_str() {
         "snapshot_id" if value.parse::<i64>().is_err() => {
-            Ok(select::one_snapshot(conn, value)?.to_string())
+            Ok(snapshot_named(conn, value, given)?.to_string())
         }
         "memory_id" if value.parse::<i64>().is_err() => {
             let handle = select::memory_handle(value).ok_or_else(|| {
@@ -126,7 +126,7 @@ fn resolve(
                 Some((_, snapshot)) => {
                     let snapshot_id = match snapshot.parse::<i64>() {
                         Ok(id) => id,
-                        Err(_) => select::one_snapshot(conn, snapshot)?,
+                        Err(_) => snapshot_named(conn, snapshot, given)?,
                     };
                     select::memory_ids(conn, snapshot_id, Some(&handle))?
                 }
@@ -156,6 +156,42 @@ fn resolve(
         }
         _ => Ok(value.to_string()),
     }
+}
+
+/// The snapshot a `snapshot_id` selector names. Given a memory that its `memory_id` names on
+/// its own (a number, or an id only one memory has), `latest` is the latest snapshot of that
+/// memory's node, as in Datasette's forms; else the selector must name one snapshot.
+fn snapshot_named(conn: &Connection, selector: &str, given: &[(String, String)]) -> Result<i64> {
+    let memory = given
+        .iter()
+        .find(|(key, _)| key == "memory_id")
+        .map(|(_, value)| value.as_str());
+    if let (true, Some(memory)) = (selector == "latest", memory) {
+        let memory_id: Option<i64> = match (memory.parse::<i64>(), select::memory_handle(memory)) {
+            (Ok(id), _) => Some(id),
+            (Err(_), Some(handle)) => conn
+                .query_row(
+                    "SELECT CASE WHEN count(*) = 1 THEN min(memory_id) END FROM memories WHERE handle = ?1",
+                    [handle],
+                    |row| row.get(0),
+                )
+                .map_err(query_error)?,
+            (Err(_), None) => None,
+        };
+        let latest =
+            "SELECT s.id FROM memory m JOIN snapshot s ON s.run_id = m.run_id AND s.node = m.node
+                      WHERE m.id = ?1 ORDER BY s.seq DESC LIMIT 1";
+        if let Some(memory_id) = memory_id {
+            let found: Option<i64> = conn
+                .query_row(latest, [memory_id], |row| row.get(0))
+                .optional()
+                .map_err(query_error)?;
+            if let Some(found) = found {
+                return Ok(found);
+            }
+        }
+    }
+    select::one_snapshot(conn, selector)
 }
 
 /// The database's only run; with none or several, an error that says so (and lists them).

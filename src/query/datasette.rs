@@ -167,19 +167,33 @@ fn replace_params(sql: &str, replacements: &[(String, String)]) -> String {
 }
 
 /// The snapshot a parameter's text names, in SQL, as `memstate report` resolves it: a snapshot
-/// id, `RUN:NODE:SEQ` (split from the right: a run id may hold `:`), or `latest`, the latest
-/// snapshot of the node whose dump was imported last (the command line refuses `latest` when
-/// the database holds several nodes; a Datasette form cannot, so it says which it takes). NULL,
-/// and no rows, for anything else. Every branch finds its snapshot by an index.
-fn snapshot_of(text: &str) -> String {
+/// id, `RUN:NODE:SEQ` (split from the right: a run id may hold `:`), or `latest`. Given a
+/// memory (`memory`, SQL naming one memory whatever the snapshot, or NULL), `latest` is the
+/// latest snapshot of that memory's node; else that of the node whose dump was imported last
+/// (the command line refuses `latest` when the database holds several nodes and no memory says
+/// which; a Datasette form cannot, so it says which it takes). NULL, and no rows, for anything
+/// else. Every branch finds its snapshot by an index.
+fn snapshot_of(text: &str, memory: Option<&str>) -> String {
+    let of_memory = memory.map_or(String::new(), |memory| {
+        format!(
+            "(SELECT s.id FROM memory m JOIN snapshot s ON s.run_id = m.run_id AND s.node = m.node
+              WHERE m.id = {memory} ORDER BY s.seq DESC LIMIT 1)"
+        )
+    });
+    let imported_last = "(SELECT s.id FROM snapshot s, (SELECT run_id, node FROM snapshot ORDER BY id DESC LIMIT 1) l
+                          WHERE s.run_id = l.run_id AND s.node = l.node ORDER BY s.seq DESC LIMIT 1)";
+    let latest = if of_memory.is_empty() {
+        imported_last.to_string()
+    } else {
+        format!("coalesce({of_memory}, {imported_last})")
+    };
     let head = format!("rtrim({text}, '0123456789')");
     let run_node = format!("substr({head}, 1, length({head}) - 1)");
     let run_colon = format!("rtrim({run_node}, '0123456789')");
     format!(
         "(SELECT CASE
             WHEN {text} <> '' AND {text} NOT GLOB '*[^0-9]*' THEN CAST({text} AS INTEGER)
-            WHEN {text} = 'latest' THEN (SELECT s.id FROM snapshot s, (SELECT run_id, node FROM snapshot ORDER BY id DESC LIMIT 1) l
-                                         WHERE s.run_id = l.run_id AND s.node = l.node ORDER BY s.seq DESC LIMIT 1)
+            WHEN {text} = 'latest' THEN {latest}
             WHEN {head} GLOB '*:' AND length({head}) < length({text}) AND {run_colon} GLOB '?*:' AND length({run_colon}) < length({run_node})
             THEN (SELECT s.id FROM snapshot s JOIN run r ON r.id = s.run_id
                   WHERE r.name = substr({run_colon}, 1, length({run_colon}) - 1)
@@ -218,15 +232,23 @@ const ONLY_RUN: &str = "(SELECT CASE WHEN count(*) = 1 THEN min(name) END FROM r
 /// A canned query's SQL as Datasette should run it (see the module's comment).
 pub fn datasette_sql(query: &Query) -> String {
     let mut replacements = Vec::new();
-    let has_snapshot = query.params.iter().any(|param| param.name == "snapshot_id");
+    let has = |name: &str| query.params.iter().any(|param| param.name == name);
+    // The memory a `memory_id` names on its own, for `latest` to find its node. Each parameter
+    // nests at most two resolutions: SQLite's parser refuses deeper ("parser stack overflow").
+    let memory = has("memory_id").then(|| memory_of(":memory_id", None));
     for param in &query.params {
         let given = format!(":{}", param.name);
         let resolved = match param.name.as_str() {
-            "snapshot_id" => Some(snapshot_of(&given)),
-            "memory_id" => Some(memory_of(
-                &given,
-                has_snapshot.then(|| snapshot_of(":snapshot_id")).as_deref(),
-            )),
+            "snapshot_id" => Some(snapshot_of(&given, memory.as_deref())),
+            // The memory its id names on its own, else the one with that id on the snapshot's
+            // node (where `latest` is the node imported last: no memory says which).
+            "memory_id" => Some(match (&memory, has("snapshot_id")) {
+                (Some(alone), true) => format!(
+                    "coalesce({alone}, {})",
+                    memory_of(&given, Some(&snapshot_of(":snapshot_id", None)))
+                ),
+                _ => memory_of(&given, None),
+            }),
             "run" if param.default.is_none() => {
                 Some(format!("coalesce(nullif({given}, ''), {ONLY_RUN})"))
             }
@@ -337,7 +359,7 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
             for param in &query.params {
                 let blank = match param.name.as_str() {
                     _ if param.default.is_some() => "; leave blank for the default",
-                    "snapshot_id" => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the node whose dump was imported last)",
+                    "snapshot_id" => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the memory's node when a memory is given, else of the node whose dump was imported last)",
                     "memory_id" => "; or a Realm memory id (0x1e00000000000003)",
                     "run" => "; leave blank for the database's only run",
                     _ => "",

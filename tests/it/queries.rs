@@ -464,3 +464,52 @@ fn the_run_parameter_defaults_to_the_only_run() {
         "{stderr}"
     );
 }
+
+/// `snapshot_id=latest` given a memory is the latest snapshot of that memory's node, in
+/// `memstate report` and in Datasette's forms alike. Node 1's dump (snapshot 4) is imported
+/// last: before, Datasette's `latest` meant snapshot 4 for every memory, and memory 1 (node 0)
+/// answered nothing; the CLI refused `latest` on a database of two nodes.
+#[test]
+fn latest_given_a_memory_is_the_latest_snapshot_of_its_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = golden_db(dir.path());
+    let report = |snapshot: &str, memory: &str| {
+        json_of(
+            &db,
+            &[
+                "report",
+                "largest-holes",
+                "-p",
+                &format!("snapshot_id={snapshot}"),
+                "-p",
+                &format!("memory_id={memory}"),
+            ],
+        )
+    };
+    // Node 0's latest is seq 2, snapshot 3 (memory 1); node 1's is seq 0, snapshot 4 (memory 3).
+    for (memory, snapshot) in [("1", "3"), ("3", "4")] {
+        let explicit = report(snapshot, memory);
+        assert!(!explicit.as_array().unwrap().is_empty(), "memory {memory}");
+        assert_eq!(report("latest", memory), explicit, "memory {memory}");
+    }
+    let query = canned::find("largest-holes").unwrap();
+    let sql = memstate::query::datasette::datasette_sql(&query);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let served = |snapshot: &str, memory: &str| -> Vec<(i64, i64)> {
+        let mut statement = conn.prepare(&sql).unwrap();
+        let rows = statement
+            .query_map(
+                rusqlite::named_params! {":snapshot_id": snapshot, ":memory_id": memory, ":top": ""},
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .unwrap();
+        rows.collect::<rusqlite::Result<_>>().unwrap()
+    };
+    for (memory, snapshot) in [("1", "3"), ("3", "4")] {
+        let explicit = served(snapshot, memory);
+        assert!(!explicit.is_empty(), "memory {memory}");
+        assert_eq!(served("latest", memory), explicit, "memory {memory}");
+    }
+    // A memory id no memory has: `latest` falls back to the node imported last, as before.
+    assert_eq!(served("latest", "99"), served("4", "99"));
+}
