@@ -2,9 +2,22 @@
 //! SQLite database and answer questions about holes, fragmentation and live allocations, for one
 //! snapshot and across a run.
 //!
-//! The modules follow the design's rooms: [`dump`] (the format and its reader), [`db`] (the
-//! database: opening, migrations, import), [`query`] (ad hoc SQL and output formats), [`sim`] (the simulator that writes realistic dumps), [`viz`] (memory maps and trend charts). Only the
-//! binary's CLI knows about all of them.
+//! The modules follow the design's rooms:
+//!
+//! - [`dump`]: format v1, its reader, validator and writer; [`source`]: the foreign inputs
+//!   (Legate and Realm logs, PyTorch allocator snapshots) turned into dumps of format v1.
+//! - [`ingest`]: the import and validate pipelines; [`follow`]: `import --follow`;
+//!   [`shards`]: one database per (run, node).
+//! - [`db`]: the database (opening, migrations, writing an imported dump, removing).
+//! - [`query`]: reading the database (canned queries, loaders, selectors, history) and its
+//!   output formats; [`analysis`]: answers computed from what was loaded; [`story`]: why a
+//!   request failed, told from those answers.
+//! - [`viz`]: memory maps and trend charts; [`export`]: the Parquet dataset; [`files`]: files
+//!   written for people, whole or not at all.
+//! - [`sim`]: the simulator that writes realistic dumps; [`units`]: sizes and figures as people
+//!   read them; [`error`]: the library's error type.
+//!
+//! Only the binary's CLI knows about all of them.
 
 pub mod analysis;
 pub mod db;

@@ -1,6 +1,8 @@
 //! What each command does, one module per command (its arguments come from `cli`, its `run`
-//! here), and what they share: where the database is, the one way results are printed (every
-//! line to standard output goes through [`Printer`]), messages on standard error, progress bars.
+//! here), and what they share: where the database is, how results are printed (tables and the
+//! machine-readable formats through [`Printer`], plain lines of text through [`say`]; the map's
+//! terminal bars, completion scripts, `sql`'s streamed rows and Datasette metadata on standard
+//! output are written by their commands), messages on standard error, progress bars.
 
 /// `eprintln!` without its panic: a message on standard error that cannot be written (a closed
 /// or full stderr) is dropped, never the command's work.

@@ -1,4 +1,4 @@
-//! The stories as rows, for the machine-readable formats (JSON, CSV, TSV): one row per failed
+//! The stories as rows, for the machine-readable formats (JSON, NDJSON, CSV): one row per failed
 //! request or per memory asked about, nested parts (blockers, recent figures) as JSON values.
 
 use super::{Placement, Story};
