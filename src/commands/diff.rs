@@ -50,32 +50,32 @@ fn change_table(changes: &[Change]) -> Table {
 /// different memories (a warning names both), and a later snapshot given first turns what
 /// appeared into what disappeared (a warning too).
 fn check_pair(conn: &rusqlite::Connection, before: i64, after: i64) -> Result<()> {
-    let identity = |snapshot_id: i64| -> Result<(String, i64, i64)> {
-        conn.query_row(
-            "SELECT run, node, seq FROM snapshots WHERE snapshot_id = ?1",
-            [snapshot_id],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+    let (first, second) = (
+        select::snapshot_name(conn, before)?,
+        select::snapshot_name(conn, after)?,
+    );
+    let name = |snapshot: &select::SnapshotName, id: i64| {
+        format!(
+            "{}:{}:{} (snapshot {id})",
+            visible(&snapshot.run),
+            snapshot.node,
+            snapshot.seq
         )
-        .map_err(|error| Error::Query(error.to_string()))
     };
-    let (first, second) = (identity(before)?, identity(after)?);
-    let name = |(run, node, seq): &(String, i64, i64), id: i64| {
-        format!("{}:{node}:{seq} (snapshot {id})", visible(run))
-    };
-    if first.0 != second.0 {
+    if first.run != second.run {
         return Err(Error::Usage(format!(
             "{} and {} belong to different runs, whose uids have nothing in common: compare snapshots of one run",
             name(&first, before),
             name(&second, after)
         )));
     }
-    if first.1 != second.1 {
+    if first.node != second.node {
         note!(
             "warning: {} and {} are on different nodes: they hold different memories, so most allocations will show as appeared or disappeared",
             name(&first, before),
             name(&second, after)
         );
-    } else if second.2 < first.2 {
+    } else if second.seq < first.seq {
         note!(
             "warning: {} comes before {}: the changes are read backwards in time (swap them to follow the run)",
             name(&second, after),

@@ -84,6 +84,30 @@ pub fn one_snapshot(conn: &Connection, selector: &str) -> Result<i64> {
     }
 }
 
+/// Which run, node and seq a snapshot is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotName {
+    pub run: String,
+    pub node: i64,
+    pub seq: i64,
+}
+
+/// The run, node and seq of the snapshot `snapshot_id` (one [`one_snapshot`] gave).
+pub fn snapshot_name(conn: &Connection, snapshot_id: i64) -> Result<SnapshotName> {
+    conn.query_row(
+        "SELECT run, node, seq FROM snapshots WHERE snapshot_id = ?1",
+        [snapshot_id],
+        |row| {
+            Ok(SnapshotName {
+                run: row.get(0)?,
+                node: row.get(1)?,
+                seq: row.get(2)?,
+            })
+        },
+    )
+    .map_err(query_error)
+}
+
 /// The snapshots of a list: `A..B` (ids, inclusive) or comma-separated selectors.
 pub fn snapshot_list(conn: &Connection, text: &str) -> Result<Vec<i64>> {
     if let Some((low, high)) = text.split_once("..") {
