@@ -479,6 +479,25 @@ pub struct FailedRequest {
 mod tests {
     use super::*;
 
+    /// A dump of one memory at seq 0 of node 0 of run `r`.
+    fn dump_of(memory: Memory, time_ns: i64, reason: &str, note: Option<&str>) -> Dump {
+        let run = Run {
+            id: "r".into(),
+            node: 0,
+            node_count: None,
+            host: None,
+            pid: None,
+        };
+        let snapshot = Snapshot {
+            seq: 0,
+            time_ns,
+            wall_time: None,
+            reason: reason.into(),
+            note: note.map(Text::from),
+        };
+        Dump::new(run, snapshot, vec![memory])
+    }
+
     /// What is written reads back: a dump with every kind of field through the one parser.
     #[test]
     fn a_written_dump_reads_back() {
@@ -492,21 +511,7 @@ mod tests {
             device_free: Some(12),
             ..FailedRequest::default()
         });
-        let run = Run {
-            id: "r".into(),
-            node: 0,
-            node_count: None,
-            host: None,
-            pid: None,
-        };
-        let snapshot = Snapshot {
-            seq: 0,
-            time_ns: 5,
-            wall_time: None,
-            reason: "oom".into(),
-            note: Some("n".into()),
-        };
-        let mut dump = Dump::new(run, snapshot, vec![memory]);
+        let mut dump = dump_of(memory, 5, "oom", Some("n"));
         dump.strings = vec!["instance".into()];
         let text = String::from_utf8(dump.into_json()).unwrap();
         let parsed = crate::dump::parse::parse_dump(text.as_bytes(), "written", Default::default())
@@ -545,21 +550,7 @@ mod tests {
             offset: 320,
             size: 3776,
         }]);
-        let run = Run {
-            id: "r".into(),
-            node: 0,
-            node_count: None,
-            host: None,
-            pid: None,
-        };
-        let snapshot = Snapshot {
-            seq: 0,
-            time_ns: 0,
-            wall_time: None,
-            reason: "periodic".into(),
-            note: None,
-        };
-        let text = String::from_utf8(Dump::new(run, snapshot, vec![memory]).into_json()).unwrap();
+        let text = String::from_utf8(dump_of(memory, 0, "periodic", None).into_json()).unwrap();
         let list = serde_json::to_string(&listed).unwrap();
         assert!(
             text.contains(&format!("\"allocations\":{list},\"holes\"")),
