@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -121,15 +121,23 @@ fn crashed(file: &str, message: String) -> Item {
     })
 }
 
-/// The input whose parsing panics on purpose (`MEMSTATE_INJECT_PANIC`), read once.
-fn injected_panic() -> Option<&'static str> {
-    static NAME: OnceLock<Option<String>> = OnceLock::new();
-    NAME.get_or_init(|| {
-        std::env::var("MEMSTATE_INJECT_PANIC")
-            .ok()
-            .filter(|name| !name.is_empty())
-    })
-    .as_deref()
+/// The inputs whose parsing panics on purpose, named by their full paths: the hook the unit tests
+/// of a failure inside the parser use (see `tests.rs`; tests running at once each add their own).
+/// It exists only in test builds, so no input and no environment of the shipped binary reach it.
+#[cfg(test)]
+pub(crate) static PANIC_ON: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+#[cfg(test)]
+fn panics_on_purpose(source: &str) -> bool {
+    PANIC_ON
+        .lock()
+        .map(|names| names.iter().any(|name| source.ends_with(name.as_str())))
+        .unwrap_or(false)
+}
+
+#[cfg(not(test))]
+fn panics_on_purpose(_: &str) -> bool {
+    false
 }
 
 /// Parse, check and prepare one record's text: what every way of importing (the pipeline's
@@ -138,10 +146,7 @@ fn injected_panic() -> Option<&'static str> {
 pub(crate) fn take(source: String, text: Vec<u8>, options: Options) -> Item {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         match parse_document(&text, &source, options) {
-            // A hook for the tests of this very path: no real input can reach it.
-            _ if injected_panic().is_some_and(|name| source.ends_with(name)) => {
-                panic!("injected failure (MEMSTATE_INJECT_PANIC)")
-            }
+            _ if panics_on_purpose(&source) => panic!("injected failure (a test)"),
             Err(error) => Item::Refused(error),
             Ok(Document::Dump(parsed)) => {
                 drop(text);
@@ -594,3 +599,6 @@ pub fn validate(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests;

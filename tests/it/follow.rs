@@ -505,48 +505,6 @@ fn follow_says_when_an_out_of_memory_dump_arrives() {
     );
 }
 
-/// Follow lands records through the same function as `import`: a failure inside the parser (a
-/// bug, injected here) stops it with an error naming the record, as it stops `import`, and the
-/// records before it are kept.
-#[test]
-fn follow_takes_records_the_way_import_does() {
-    let dir = tempfile::tempdir().unwrap();
-    let docs = dir.path().join("docs");
-    std::fs::create_dir(&docs).unwrap();
-    let db = dir.path().join("t.db");
-    let mut child = follow_on(
-        &db,
-        &[("MEMSTATE_INJECT_PANIC", "d2.json")],
-        &["import", "--follow", "--quiet", "--interval", "100ms"],
-        &docs,
-    );
-    let small = crate::common::small();
-    write_json(&docs, "d1.json", &small);
-    wait_for(&db, 1, "the first dump");
-    let mut second = small.clone();
-    second["snapshot"]["seq"] = serde_json::json!(4);
-    write_json(&docs, "d2.json", &second);
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > std::time::Duration::from_secs(30) {
-            child.kill().unwrap();
-            panic!("follow went on past a record whose parsing failed");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("d2.json") && stderr.contains("a bug"),
-        "{stderr}"
-    );
-    assert_eq!(snapshot_count(&db), 1);
-}
-
 /// A log of today's producers given to --follow lands its reports as they are appended: the file
 /// is read again when it changes, the reports already imported are unchanged, a new one lands.
 #[test]

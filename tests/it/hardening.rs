@@ -511,35 +511,6 @@ fn readers_work_while_an_import_runs() {
     assert!(reads > 0);
 }
 
-#[test]
-fn a_failure_inside_the_reader_is_an_error_naming_the_file_not_the_end_of_input() {
-    let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("run");
-    std::fs::create_dir(&folder).unwrap();
-    for seq in 0..5 {
-        write_json(
-            &folder,
-            &format!("d{seq}.json"),
-            &set(small(), "/snapshot/seq", json!(seq)),
-        );
-    }
-    let db = dir.path().join("t.db");
-    let output = memstate()
-        .env("MEMSTATE_INJECT_PANIC", "d2.json")
-        .arg("--db")
-        .arg(&db)
-        .args(["import"])
-        .arg(&folder)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("d2.json") && stderr.contains("a bug"),
-        "{stderr}"
-    );
-}
-
 fn refused_untouched(db: &Path, words: &str) {
     let before = sha(db);
     let output = on_db(db)
