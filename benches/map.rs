@@ -30,7 +30,7 @@ fn main() {
     std::fs::write(&file, dump.to_string()).expect("bench: write dump");
     let db_path = dir.path().join("map.db");
     let mut database = memstate::db::open(&db_path).expect("bench: open db");
-    let summary = memstate::ingest::import(
+    let summary = memstate::import::import(
         &mut database,
         &[file.display().to_string()],
         Default::default(),
@@ -93,7 +93,7 @@ fn history(dir: &std::path::Path) {
     std::fs::write(&file, lines).expect("bench: write run");
     let db_path = dir.join("history.db");
     let mut database = memstate::db::open(&db_path).expect("bench: open db");
-    let summary = memstate::ingest::import(
+    let summary = memstate::import::import(
         &mut database,
         &[file.display().to_string()],
         Default::default(),

@@ -522,7 +522,7 @@ fn main() {
             &format!("<= {target:.0} MiB"),
             Some(ran.peak_mib <= target),
         );
-        let limit = memstate::dump::read::DEFAULT_MAX_PICKLE_SIZE;
+        let limit = memstate::import::input::DEFAULT_MAX_PICKLE_SIZE;
         report(
             "default --max-pickle-size",
             &format!("{} MiB", limit / MIB),

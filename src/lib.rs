@@ -4,10 +4,10 @@
 //!
 //! The modules follow the design's rooms:
 //!
-//! - [`dump`]: format v1, its reader, validator and writer; [`source`]: the foreign inputs
-//!   (Legate and Realm logs, PyTorch allocator snapshots) turned into dumps of format v1.
-//! - [`ingest`]: the import and validate pipelines; [`follow`]: `import --follow`;
-//!   [`shards`]: one database per (run, node).
+//! - [`import`]: getting inputs in: the inputs on disk and their I/O, the foreign formats (Legate
+//!   and Realm logs, PyTorch allocator snapshots) turned into dumps, the import and validate
+//!   pipelines, `import --follow`, one database per (run, node).
+//! - [`dump`]: format v1, pure: its model, parser and validator, writer and figures.
 //! - [`db`]: the database (opening, migrations, writing an imported dump, removing).
 //! - [`query`]: reading the database (canned queries, loaders, selectors, history) and its
 //!   output formats; [`analysis`]: answers computed from what was loaded; [`story`]: why a
@@ -25,12 +25,9 @@ pub mod dump;
 pub mod error;
 pub mod export;
 pub mod files;
-pub mod follow;
-pub mod ingest;
+pub mod import;
 pub mod query;
-pub mod shards;
 pub mod sim;
-pub mod source;
 pub mod story;
 pub mod units;
 pub mod viz;

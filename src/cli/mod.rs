@@ -177,7 +177,7 @@ pub struct ReadArgs {
     /// How many times its compressed size a .gz or .zst input may expand to, once past 64 MiB
     /// (dumps compress about 10 times; a decompression bomb, a thousand): above it the input is
     /// refused after reading only a few MiB. 0 for no limit.
-    #[arg(long, default_value_t = memstate::dump::read::DEFAULT_MAX_RATIO, value_name = "N")]
+    #[arg(long, default_value_t = memstate::import::input::DEFAULT_MAX_RATIO, value_name = "N")]
     pub max_ratio: u64,
 
     /// What the inputs are: found from each file's content (auto), memstate's own dumps, a log

@@ -214,14 +214,14 @@ pub enum SourceArg {
     TorchSnapshot,
 }
 
-impl From<SourceArg> for memstate::source::Kind {
+impl From<SourceArg> for memstate::import::source::Kind {
     fn from(kind: SourceArg) -> Self {
         match kind {
-            SourceArg::Auto => memstate::source::Kind::Auto,
-            SourceArg::Memstate => memstate::source::Kind::Memstate,
-            SourceArg::LegateOom => memstate::source::Kind::LegateOom,
-            SourceArg::RealmAllocator => memstate::source::Kind::RealmAllocator,
-            SourceArg::TorchSnapshot => memstate::source::Kind::TorchSnapshot,
+            SourceArg::Auto => memstate::import::source::Kind::Auto,
+            SourceArg::Memstate => memstate::import::source::Kind::Memstate,
+            SourceArg::LegateOom => memstate::import::source::Kind::LegateOom,
+            SourceArg::RealmAllocator => memstate::import::source::Kind::RealmAllocator,
+            SourceArg::TorchSnapshot => memstate::import::source::Kind::TorchSnapshot,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use memstate::ingest::{self, IngestOptions};
+use memstate::import::{self, IngestOptions};
 use memstate::query::{listing, select, Cell, Report, Table};
 use memstate::story::{self, page, rows, text};
 use memstate::units::{counted, visible};
@@ -55,7 +55,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         visible(&dumps.display().to_string())
     )])?;
     let mut database = db::open(&db_path)?;
-    let summary = ingest::import(
+    let summary = import::import(
         &mut database,
         &[dumps.display().to_string()],
         IngestOptions {

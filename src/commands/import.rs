@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use indicatif::ProgressBar;
-use memstate::dump::read::Limits;
-use memstate::follow::{FollowEvent, FollowOptions};
-use memstate::ingest::{self, ImportEvent, ImportSummary, IngestOptions};
+use memstate::import::follow::{FollowEvent, FollowOptions};
+use memstate::import::input::Limits;
+use memstate::import::{self, ImportEvent, ImportSummary, IngestOptions};
 use memstate::query::{Cell, Report, Table};
 use memstate::units::{counted, human, visible};
 use memstate::{db, Result};
@@ -48,7 +48,7 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
             max_pickle_size: args.max_pickle_size,
             max_ratio: args.max_ratio,
         },
-        source: memstate::source::Options {
+        source: memstate::import::source::Options {
             kind: args.source.into(),
             run: args.run.clone(),
             every: args.every,
@@ -187,7 +187,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
         settle: args.settle,
         events: !args.poll,
     };
-    let summary = memstate::follow::follow(
+    let summary = memstate::import::follow::follow(
         &mut database,
         &args.read.paths,
         options,
@@ -281,7 +281,7 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     // wait for that.
     let stop = stop_on_ctrl_c(Some(database.conn.get_interrupt_handle()))?;
     let bar = progress_bar(args.read.quiet, BAR);
-    let summary = ingest::import_until(
+    let summary = import::import_until(
         &mut database,
         &args.read.paths,
         options(&args.read, args.replace),
@@ -322,7 +322,7 @@ fn import_shards(dir: &Path, args: &ImportArgs) -> Result<u8> {
     );
     let stop = stop_on_ctrl_c(None)?;
     let bar = progress_bar(args.read.quiet, BAR);
-    let summary = memstate::shards::import_shards(
+    let summary = memstate::import::shards::import_shards(
         dir,
         jobs,
         &args.read.paths,
@@ -336,7 +336,7 @@ fn import_shards(dir: &Path, args: &ImportArgs) -> Result<u8> {
 
 pub fn validate(args: &ValidateArgs) -> Result<u8> {
     let bar = progress_bar(args.read.quiet, BAR);
-    let summary = ingest::validate(
+    let summary = import::validate(
         &args.read.paths,
         options(&args.read, false),
         &mut show_events(&bar),

@@ -8,17 +8,17 @@
 //! ([`Database::finish`]) checkpoints and leaves the file in rollback-journal mode, so that
 //! plain readers (sqlite3, Datasette, Grafana) open it without creating `-wal`/`-shm` files.
 //!
-//! The storage behind the public views is private to this module and `migrations/`: [`import`]
+//! The storage behind the public views is private to this module and `migrations/`: [`writer`]
 //! writes it, [`spans`] keeps its allocation and hole spans exact, [`legacy`] recognises dumps
 //! that memstate 1 imported.
 
-pub mod import;
 mod legacy;
 mod remove;
 mod rows;
 pub mod schema;
 mod span_tables;
 mod spans;
+pub mod writer;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -27,8 +27,8 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::error::{Error, Result};
 
-pub use import::{Importer, Outcome};
 pub use schema::{schema_version, storage_tables, APPLICATION_ID};
+pub use writer::{Outcome, Writer};
 
 /// How long a writer waits for another writer before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);

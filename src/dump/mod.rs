@@ -1,11 +1,12 @@
-//! The dump format v1: the validated model, the reader of files and streams, the checks, and the
-//! holes and figures derived from a memory. docs/FORMAT.md is the contract this module implements.
+//! The dump format v1: the validated model, its parser and checks, its writer, and the holes and
+//! figures derived from a memory. Reading files, folders and compressed streams is the import
+//! room's ([`crate::import::input`]); this module sees only bytes. docs/FORMAT.md is the contract
+//! this module implements.
 
 pub mod figures;
 pub mod json;
 pub mod model;
 pub mod parse;
-pub mod read;
 pub mod write;
 
 use xxhash_rust::xxh3::Xxh3;

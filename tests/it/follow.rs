@@ -426,7 +426,7 @@ fn an_idle_follower_does_not_wake_itself() {
     let db = dir.path().join("t.db");
     let mut database = memstate::db::open(&db).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let options = memstate::follow::FollowOptions {
+    let options = memstate::import::follow::FollowOptions {
         ingest: Default::default(),
         interval: std::time::Duration::from_millis(100),
         settle: std::time::Duration::from_secs(2),
@@ -435,18 +435,19 @@ fn an_idle_follower_does_not_wake_itself() {
     let started = std::time::Instant::now();
     let (mut scans, mut idle_scans) = (0u32, 0u32);
     let paths = [docs.display().to_string()];
-    let summary = memstate::follow::follow(&mut database, &paths, options, &stop, &mut |event| {
-        if let memstate::follow::FollowEvent::Scanned { summary, .. } = event {
-            scans += 1;
-            if summary.imported == 200 {
-                idle_scans += 1;
+    let summary =
+        memstate::import::follow::follow(&mut database, &paths, options, &stop, &mut |event| {
+            if let memstate::import::follow::FollowEvent::Scanned { summary, .. } = event {
+                scans += 1;
+                if summary.imported == 200 {
+                    idle_scans += 1;
+                }
+                if started.elapsed() > std::time::Duration::from_secs(4) {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
             }
-            if started.elapsed() > std::time::Duration::from_secs(4) {
-                stop.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-        }
-    })
-    .unwrap();
+        })
+        .unwrap();
     assert_eq!(summary.imported, 200);
     // 4 s of idling at 100 ms backing off to 800 ms is about 8 scans; waking itself, hundreds.
     assert!(idle_scans <= 20, "{idle_scans} idle scans of {scans}");

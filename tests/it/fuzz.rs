@@ -190,7 +190,7 @@ fn fuzz_the_reader_and_the_importer() {
             let mut dump = *dump;
             dump.snapshot.seq = execution as i64;
             let prepared = dump::prepare(dump);
-            let mut importer = memstate::db::Importer::new(&mut database.conn, "fuzz.db");
+            let mut importer = memstate::db::Writer::new(&mut database.conn, "fuzz.db");
             let outcome = importer
                 .import(&prepared, "fuzz.json", true)
                 .unwrap_or_else(|error| panic!("execution {execution}: {error}"));
@@ -511,16 +511,16 @@ fn fuzz_the_sources() {
         }
         let path = dir.path().join(name);
         std::fs::write(&path, &bytes).unwrap();
-        let input = memstate::dump::read::Input {
+        let input = memstate::import::input::Input {
             path: Some(path.clone()),
             display: name.clone(),
-            form: memstate::dump::read::Form::Sniff,
+            form: memstate::import::input::Form::Sniff,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> memstate::Result<Vec<Document>> {
-            let records = memstate::source::open(
+            let records = memstate::import::source::open(
                 &input,
-                memstate::dump::read::Limits::default(),
-                &memstate::source::Options::default(),
+                memstate::import::input::Limits::default(),
+                &memstate::import::source::Options::default(),
             )?;
             let mut found = Vec::new();
             for record in records {

@@ -27,7 +27,7 @@ fn source_files() -> Vec<PathBuf> {
     files
 }
 
-/// A file's module path under src/: `src/db/import.rs` is `["db", "import"]`, a folder's
+/// A file's module path under src/: `src/db/writer.rs` is `["db", "writer"]`, a folder's
 /// `mod.rs` is the folder.
 fn module_of(path: &Path) -> Vec<String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

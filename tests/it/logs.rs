@@ -508,7 +508,7 @@ fn a_file_of_no_known_kind_is_refused_once_naming_the_kinds_tried() {
 /// line plus the noise lines, counted here by a plain scan of the text.
 #[test]
 fn skipping_unneeded_lines_changes_nothing_found() {
-    use memstate::source::{legate::Legate, read_log_as, realm::Realm, Source};
+    use memstate::import::source::{legate::Legate, read_log_as, realm::Realm, Source};
     let sources: [&dyn Source; 2] = [&Legate, &Realm];
     let found = |source: &dyn Source, text: &[u8], capacity: usize| {
         let mut reader = std::io::BufReader::with_capacity(capacity, text);

@@ -20,7 +20,7 @@ use crate::common::{data, import, json_of, text_of, write_json};
 fn golden_db(dir: &Path) -> PathBuf {
     let db = dir.join("golden.db");
     let mut database = memstate::db::open(&db).unwrap();
-    let summary = memstate::ingest::import(
+    let summary = memstate::import::import(
         &mut database,
         &[data("run").display().to_string()],
         Default::default(),

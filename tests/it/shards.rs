@@ -108,13 +108,13 @@ fn shards_hold_what_one_database_holds_node_by_node() {
 #[test]
 fn shard_names_are_safe_and_distinct() {
     let dir = Path::new("/shards");
-    let plain = memstate::shards::shard_path(dir, "job-7.a_b", 3);
+    let plain = memstate::import::shards::shard_path(dir, "job-7.a_b", 3);
     assert_eq!(plain, dir.join("job-7.a_b-n3.db"));
-    let slash = memstate::shards::shard_path(dir, "a/b", 0);
-    let underscore = memstate::shards::shard_path(dir, "a_b", 0);
+    let slash = memstate::import::shards::shard_path(dir, "a/b", 0);
+    let underscore = memstate::import::shards::shard_path(dir, "a_b", 0);
     assert_ne!(slash, underscore);
     assert_eq!(slash.parent(), Some(dir));
-    let dots = memstate::shards::shard_path(dir, "../..", 1);
+    let dots = memstate::import::shards::shard_path(dir, "../..", 1);
     assert_eq!(dots.parent(), Some(dir));
     assert!(!dots.file_name().unwrap().to_string_lossy().starts_with('.'));
 }
@@ -264,7 +264,7 @@ fn a_garbage_shard_refuses_its_node_and_the_others_go_on() {
     import(&one, &[&run], 0);
     let shards = dir.path().join("shards");
     std::fs::create_dir(&shards).unwrap();
-    let garbage = memstate::shards::shard_path(&shards, &config.run_id, 1);
+    let garbage = memstate::import::shards::shard_path(&shards, &config.run_id, 1);
     std::fs::write(&garbage, b"not a database at all\n").unwrap();
     for jobs in ["1", "2"] {
         let output = on_db(dir.path().join("unused.db"))
@@ -290,7 +290,7 @@ fn a_garbage_shard_refuses_its_node_and_the_others_go_on() {
         );
         assert_eq!(std::fs::read(&garbage).unwrap(), b"not a database at all\n");
         for node in [0, 2] {
-            let shard = memstate::shards::shard_path(&shards, &config.run_id, node);
+            let shard = memstate::import::shards::shard_path(&shards, &config.run_id, node);
             assert_eq!(node_rows(&shard, Some(node)), node_rows(&one, Some(node)));
         }
     }

@@ -74,8 +74,8 @@ fn every_layout_and_encoding_validates_and_imports() {
         };
         let summary = simulate(&config, &folder, &mut |_| {}).unwrap();
         let paths = vec![folder.display().to_string()];
-        let validated = memstate::ingest::validate(&paths, Default::default(), &mut |event| {
-            if let memstate::ingest::ImportEvent::Refused { error } = event {
+        let validated = memstate::import::validate(&paths, Default::default(), &mut |event| {
+            if let memstate::import::ImportEvent::Refused { error } = event {
                 panic!("{error}");
             }
         })
@@ -86,13 +86,13 @@ fn every_layout_and_encoding_validates_and_imports() {
         let db_path = dir.path().join(format!("run{index}.db"));
         let mut database = memstate::db::open(&db_path).unwrap();
         let imported =
-            memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {})
+            memstate::import::import(&mut database, &paths, Default::default(), &mut |_| {})
                 .unwrap();
         assert_eq!((imported.refused, imported.imported), (0, summary.dumps));
         // Strict mode too: the simulator writes nothing outside the format.
-        let strict = memstate::ingest::validate(
+        let strict = memstate::import::validate(
             &paths,
-            memstate::ingest::IngestOptions {
+            memstate::import::IngestOptions {
                 strict: true,
                 ..Default::default()
             },
@@ -111,7 +111,7 @@ fn the_default_run_shows_holes_deferred_allocation_collection_and_a_fragmentatio
     assert_eq!(summary.oom_dumps, 1);
     let db = dir.path().join("t.db");
     let mut database = memstate::db::open(&db).unwrap();
-    memstate::ingest::import(
+    memstate::import::import(
         &mut database,
         &[folder.display().to_string()],
         Default::default(),

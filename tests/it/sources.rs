@@ -387,16 +387,16 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
             }
             let text = String::from_utf8_lossy(&bytes).into_owned();
             let outcome = std::panic::catch_unwind(|| {
-                use memstate::source::{legate::Legate, read_log_as, realm::Realm};
+                use memstate::import::source::{legate::Legate, read_log_as, realm::Realm};
                 let _ = read_log_as(&Legate, &mut text.as_bytes(), name);
                 let _ = read_log_as(&Realm, &mut text.as_bytes(), name);
-                let _ = memstate::source::torch::read(
+                let _ = memstate::import::source::torch::read(
                     &bytes,
                     name,
                     Some(1 + round as u64 % 3),
                     &mut |_| Ok(()),
                 );
-                let _ = memstate::source::pickle::read(&bytes);
+                let _ = memstate::import::source::pickle::read(&bytes);
             });
             assert!(outcome.is_ok(), "{name}, round {round}: a reader panicked");
         }

@@ -34,7 +34,7 @@ fn fixture(dir: &Path) -> (PathBuf, PathBuf) {
     }
     let db = dir.join("shapes.db");
     let mut database = memstate::db::open(&db).unwrap();
-    let summary = memstate::ingest::import(
+    let summary = memstate::import::import(
         &mut database,
         &[dumps.display().to_string()],
         Default::default(),

@@ -51,7 +51,7 @@ fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {
         .map(|path| path.display().to_string())
         .collect();
     let summary =
-        memstate::ingest::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
+        memstate::import::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
     assert_eq!(summary.refused, 0);
     db
 }
@@ -354,7 +354,7 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
             if random.chance(0.2) {
                 let fake = round_dir.join(format!("altered-{index}.json"));
                 std::fs::write(&fake, altered(file, index as u64)).unwrap();
-                let summary = memstate::ingest::import(
+                let summary = memstate::import::import(
                     &mut database,
                     &[fake.display().to_string()],
                     Default::default(),
@@ -369,7 +369,7 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
                 );
                 replace_later.push(file.clone());
             } else {
-                let summary = memstate::ingest::import(
+                let summary = memstate::import::import(
                     &mut database,
                     &[file.display().to_string()],
                     Default::default(),
@@ -379,7 +379,7 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
                 assert_eq!(summary.refused, 0);
             }
         }
-        let replace = memstate::ingest::IngestOptions {
+        let replace = memstate::import::IngestOptions {
             replace: true,
             ..Default::default()
         };
@@ -389,7 +389,7 @@ fn any_import_order_and_any_replacement_give_the_same_views() {
             .map(|file| file.display().to_string())
             .collect();
         let summary =
-            memstate::ingest::import(&mut database, &paths, replace, &mut |_| {}).unwrap();
+            memstate::import::import(&mut database, &paths, replace, &mut |_| {}).unwrap();
         assert_eq!(summary.replaced as usize, replace_later.len());
         drop(database);
         let actual = canonical_views(&db);

@@ -30,8 +30,8 @@ use replay::{replay, Replayed, Stop};
 
 use super::pickle::{self, Pickle};
 use super::{Found, Kind, Options, Source};
-use crate::dump::read::{self as dump_read, Limits};
 use crate::error::{Error, Result};
+use crate::import::input::{self as input, Limits};
 
 pub struct Torch;
 
@@ -59,13 +59,13 @@ impl Source for Torch {
     ) -> Result<()> {
         let head = reader
             .fill_buf()
-            .map_err(|error| bad(display, dump_read::describe_io(&error)))?;
+            .map_err(|error| bad(display, input::describe_io(&error)))?;
         if !looks_like(head) {
             return Ok(());
         }
         let limit = limits.max_pickle_size;
         let bytes = read_all(&mut reader.take(limit.saturating_add(1)))
-            .map_err(|error| bad(display, dump_read::describe_io(&error)))?;
+            .map_err(|error| bad(display, input::describe_io(&error)))?;
         if bytes.len() as u64 > limit {
             return Err(bad(display, format!("larger than {limit} bytes once decompressed, the limit for a PyTorch snapshot; refused (raise it with --max-pickle-size)")));
         }

@@ -29,9 +29,9 @@ pub mod torch;
 use std::collections::HashMap;
 use std::io::BufRead;
 
-use crate::dump::read::{self, Input, Limits, Record};
 use crate::dump::write;
 use crate::error::{Error, Result};
+use crate::import::input::{self, Input, Limits, Record};
 pub use lines::Lines;
 pub use log::LogLine;
 
@@ -236,7 +236,7 @@ fn read_log(
     let mut lines = Lines::new(reader);
     let io_error = |error: std::io::Error| Error::Read {
         file: display.to_string(),
-        message: read::describe_io(&error),
+        message: input::describe_io(&error),
     };
     // The finders of each set of markers, built once.
     let mut finders: HashMap<Vec<(usize, usize)>, Vec<memchr::memmem::Finder<'static>>> =
@@ -288,16 +288,16 @@ pub fn open(
     limits: Limits,
     options: &Options,
 ) -> Result<Box<dyn Iterator<Item = Result<Record>> + Send>> {
-    let mut records = read::open(input, limits)?;
+    let mut records = input::open(input, limits)?;
     let mut not_json = None;
     let tried: Vec<&dyn Source> = match options.kind {
         Kind::Memstate => return Ok(Box::new(records)),
         // A file named as a dump (.json, .ndjson, .jsonl) is one; other names are told by content.
-        Kind::Auto if input.form != read::Form::Sniff => return Ok(Box::new(records)),
+        Kind::Auto if input.form != input::Form::Sniff => return Ok(Box::new(records)),
         Kind::Auto => {
             let head = records.peek().map_err(|error| Error::Read {
                 file: input.display.clone(),
-                message: read::describe_io(&error),
+                message: input::describe_io(&error),
             })?;
             let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
             if let Some(source) = SOURCES.iter().copied().find(|source| source.claims(head)) {
@@ -351,7 +351,7 @@ pub fn open(
 /// so that a source telling thousands of snapshots (rebuilt from a trace) holds one at a time.
 fn whole(
     source: &'static dyn Source,
-    mut records: read::Records,
+    mut records: input::Records,
     input: &Input,
     limits: Limits,
     options: &Options,

@@ -36,12 +36,12 @@ use files::{
     hash_of, marks_of, stamp, tracked_for, worth_reading, Position, Stamp, Tracked, MARK_BYTES,
 };
 
-use crate::db::{Database, Importer, Outcome};
-use crate::dump::read::{self, Form, Input};
+use crate::db::{Database, Outcome, Writer};
 use crate::dump::Options;
 use crate::error::{Error, Result};
-use crate::ingest::{self, ImportSummary, IngestOptions, Item, Landed};
-use crate::source;
+use crate::import::input::{self, Form, Input};
+use crate::import::source;
+use crate::import::{self, ImportSummary, IngestOptions, Item, Landed};
 
 /// How to follow.
 #[derive(Debug, Clone)]
@@ -90,7 +90,7 @@ pub enum FollowEvent<'a> {
 
 /// The follower's state between scans.
 struct Follower<'d> {
-    importer: Importer<'d>,
+    importer: Writer<'d>,
     options: FollowOptions,
     summary: ImportSummary,
     latest: BTreeMap<(String, i64), i64>,
@@ -115,7 +115,7 @@ pub fn follow(
     let started = Instant::now();
     let display = database.display();
     let mut follower = Follower {
-        importer: Importer::new(&mut database.conn, display),
+        importer: Writer::new(&mut database.conn, display),
         options: options.clone(),
         summary: ImportSummary::default(),
         latest: BTreeMap::new(),
@@ -261,7 +261,7 @@ impl Follower<'_> {
             .filter(|path| Path::new(path).exists())
             .cloned()
             .collect();
-        let expanded = read::expand(&present);
+        let expanded = input::expand(&present);
         for error in &expanded.errors {
             if self.said.insert(error.to_string()) {
                 self.summary.refused += 1;
@@ -319,7 +319,7 @@ impl Follower<'_> {
             strict: self.options.ingest.strict,
         };
         self.land(
-            ingest::take(source.to_string(), text.to_vec(), options),
+            import::take(source.to_string(), text.to_vec(), options),
             report,
         )
     }
@@ -329,7 +329,7 @@ impl Follower<'_> {
         report(FollowEvent::Refused { error });
     }
 
-    /// Write what [`ingest::take`] made of a record, as `import` does, and say what became of it.
+    /// Write what [`import::take`] made of a record, as `import` does, and say what became of it.
     fn land(&mut self, item: Item, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
         let record = match item {
             Item::Record(record) => record,
@@ -341,7 +341,7 @@ impl Follower<'_> {
             Item::InputDone => return Ok(()),
         };
         let replace = self.options.ingest.replace;
-        match ingest::land(&mut self.importer, &mut self.summary, record, replace)? {
+        match import::land(&mut self.importer, &mut self.summary, record, replace)? {
             Landed::Refused(error) => report(FollowEvent::Refused { error: &error }),
             Landed::Annotations => {}
             Landed::Dump {
@@ -418,7 +418,7 @@ impl Follower<'_> {
         let items: Vec<Item> = match read {
             Ok(records) => records
                 .into_iter()
-                .map(|record| ingest::take(record.source, record.text, options))
+                .map(|record| import::take(record.source, record.text, options))
                 .collect(),
             Err(error) => vec![Item::Refused(error)],
         };
@@ -515,7 +515,7 @@ impl Follower<'_> {
                 let too_long = *oversized || (partial.len() + head.len()) as u64 > limit;
                 if too_long {
                     self.refuse(
-                        &read::too_large(
+                        &input::too_large(
                             format!("{}:{}", input.display, line),
                             self.options.ingest.limits,
                         ),
@@ -575,7 +575,7 @@ impl Follower<'_> {
         }
         let length = now.len.min(MARK_BYTES);
         *head = hash_of(path, 0, length).map(|hash| (length, hash));
-        let Ok((mut reader, _)) = read::open_decompressed(path, self.options.ingest.limits) else {
+        let Ok((mut reader, _)) = input::open_decompressed(path, self.options.ingest.limits) else {
             return Ok(());
         };
         let limit = self.options.ingest.limits.max_dump_size;
@@ -626,12 +626,12 @@ impl Follower<'_> {
                     *failing = None;
                     return Ok(());
                 }
-                Err(error) if settled || read::too_compressed(&error).is_some() => {
+                Err(error) if settled || input::too_compressed(&error).is_some() => {
                     // The compressed data stops short and has not grown for `settle`, or it
                     // expands like a bomb: refused, with the rest of the stream.
                     *done = Some(now);
                     *failing = None;
-                    let message = read::too_compressed(&error).unwrap_or_else(|| {
+                    let message = input::too_compressed(&error).unwrap_or_else(|| {
                         format!("corrupt or truncated compressed data: {error}")
                     });
                     let error = Error::Read {

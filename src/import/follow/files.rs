@@ -8,7 +8,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::dump::read::{Form, Input};
+use crate::import::input::{Form, Input};
 
 /// What identifies a version of a file: its inode, length and modification time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,9 +1,9 @@
 //! Shard import: `import --shard-dir DIR --jobs N` writes one SQLite database per (run, node)
 //! under DIR instead of one for everything, so no single database or importer holds a whole
-//! cluster's run. Records are read and parsed by the usual pipeline ([`crate::ingest`]); each dump
+//! cluster's run. Records are read and parsed by the usual pipeline ([`crate::import`]); each dump
 //! is then handed to the writer thread that owns its shard (a shard always goes to the same one,
 //! so its dumps land in input order), N of them writing at once. Every dump lands as in a plain
-//! import (the same [`crate::ingest::land`]): atomically, the same dump again unchanged, so a
+//! import (the same [`crate::import::land`]): atomically, the same dump again unchanged, so a
 //! killed shard import resumes by being run again. Annotations files describe a run: they land in
 //! every shard of their run once the dumps are in.
 
@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
-use crate::db::{self, Importer};
+use crate::db::{self, Writer};
 use crate::dump::Annotations;
 use crate::error::{Error, Result};
-use crate::ingest::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Record};
+use crate::import::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Record};
 
 /// The database file of a shard: `DIR/RUN-nNODE.db`, the run's characters other than letters,
 /// digits, `-`, `_` and `.` replaced by `_`, and a run id over 100 characters cut there (and then
@@ -130,12 +130,12 @@ fn writer(
             continue;
         };
         let display = database.display();
-        let mut importer = Importer::new(&mut database.conn, display);
+        let mut importer = Writer::new(&mut database.conn, display);
         let mut job = job;
         loop {
             // Counted in the shared summary, not under its lock while the dump is written.
             let weight = job.weight;
-            let landed = ingest::land(
+            let landed = import::land(
                 &mut importer,
                 &mut ImportSummary::default(),
                 job.record,
@@ -246,7 +246,7 @@ pub fn import_shards(
     }
     let mut annotations: Vec<Box<Annotations>> = Vec::new();
     let mut writer_gone = false;
-    let read = ingest::drive(
+    let read = import::drive(
         paths,
         options,
         stop,
@@ -345,7 +345,7 @@ pub fn import_shards(
         for path in shards {
             let mut database = db::open(path)?;
             let display = database.display();
-            Importer::new(&mut database.conn, display).import_annotations(&found)?;
+            Writer::new(&mut database.conn, display).import_annotations(&found)?;
             database.finish()?;
         }
         summary.annotations += 1;

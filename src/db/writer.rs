@@ -6,7 +6,7 @@
 //! caller asks to replace it.
 //!
 //! Allocations and holes are written as spans ([`super::spans`]): importing the next dump of a
-//! node writes only what changed since the node's latest snapshot. The importer keeps that
+//! node writes only what changed since the node's latest snapshot. The writer keeps that
 //! snapshot's open spans in memory between dumps, and trusts them only while no other connection
 //! has written to the database (`PRAGMA data_version` unchanged).
 
@@ -64,15 +64,15 @@ fn around_open<A: 'static>(list: OpenList<(i64, i64), A>) -> Around<A> {
     }))
 }
 
-/// Writes dumps into an open database, keeping a cache of interned string ids between dumps.
-pub struct Importer<'c> {
+/// Writes dumps into an open database (one writer per import), keeping a cache of interned string ids between dumps.
+pub struct Writer<'c> {
     conn: &'c mut Connection,
     db_display: String,
     /// Interned strings already committed (ids stay valid: strings are never deleted).
     string_ids: HashMap<String, i64>,
     /// Per (run, node): the latest snapshot's open spans, valid while `data_version` holds.
     nodes: HashMap<(String, i64), NodeSpans>,
-    /// `PRAGMA data_version` as of this importer's last commit.
+    /// `PRAGMA data_version` as of this writer's last commit.
     data_version: Option<i64>,
     /// Set by Ctrl-C: the dump being written is rolled back.
     stop: Option<&'c AtomicBool>,
@@ -98,9 +98,9 @@ struct Landed {
     open: Option<NodeSpans>,
 }
 
-impl<'c> Importer<'c> {
+impl<'c> Writer<'c> {
     pub fn new(conn: &'c mut Connection, db_display: impl Into<String>) -> Self {
-        Importer {
+        Writer {
             conn,
             db_display: db_display.into(),
             string_ids: HashMap::new(),
@@ -130,13 +130,13 @@ impl<'c> Importer<'c> {
             .query_row("PRAGMA data_version", [], |row| row.get(0))
             .map_err(|error| Error::database(&db_display, error))?;
         if self.data_version != Some(data_version) {
-            // Another connection wrote since: what this importer remembers may be stale.
+            // Another connection wrote since: what this writer remembers may be stale.
             self.nodes.clear();
         }
         // The node's open spans leave the cache for the transaction and come back only with its commit.
         let node = (prepared.dump.run.id.clone(), prepared.dump.run.node);
         let cached = self.nodes.remove(&node);
-        let mut writer = Writer {
+        let mut writer = Statements {
             tx: &transaction,
             db_display: &db_display,
             string_ids: &mut self.string_ids,
@@ -184,7 +184,7 @@ impl<'c> Importer<'c> {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(db_error)?;
-        let mut writer = Writer {
+        let mut writer = Statements {
             tx: &transaction,
             db_display: &db_display,
             string_ids: &mut self.string_ids,
@@ -205,14 +205,14 @@ impl<'c> Importer<'c> {
 }
 
 /// The statements of one transaction.
-struct Writer<'t, 'a> {
+struct Statements<'t, 'a> {
     tx: &'t Transaction<'a>,
     db_display: &'t str,
     string_ids: &'t mut HashMap<String, i64>,
     new_strings: &'t mut Vec<String>,
 }
 
-impl Writer<'_, '_> {
+impl Statements<'_, '_> {
     fn db_error(&self) -> impl Fn(rusqlite::Error) -> Error + '_ {
         move |error| Error::database(self.db_display, error)
     }
@@ -494,7 +494,7 @@ impl Writer<'_, '_> {
                 .map(move |hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size)))
         });
         // The spans around `seq`: from memory when `seq` follows the node's latest snapshot that
-        // this importer wrote, else from the database.
+        // this writer wrote, else from the database.
         let tx = self.tx;
         let memory_ids = node_memories(tx, run_id, node)?;
         let appended = next.is_none() && prev.is_some();

@@ -1,4 +1,8 @@
-//! The import and validate pipelines: one thread reads inputs into records, a few workers parse,
+//! Getting inputs into the database: the import and validate pipelines ([`import`], [`validate`]),
+//! the inputs on disk and their I/O ([`input`]), the foreign formats turned into dumps
+//! ([`source`]), `import --follow` ([`follow`]) and one database per (run, node) ([`shards`]).
+//!
+//! The pipeline: one thread reads inputs into records, a few workers parse,
 //! check and prepare them in parallel, and the caller's thread takes them back in input order to
 //! write them to the database (or just count them, for `validate`).
 //!
@@ -16,10 +20,14 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::db::{Database, Importer, Outcome};
-use crate::dump::{self, parse_document, read, Annotations, Document, Options, Prepared};
+use crate::db::{Database, Outcome, Writer};
+use crate::dump::{self, parse_document, Annotations, Document, Options, Prepared};
 use crate::error::{Error, Result};
-use crate::source;
+
+pub mod follow;
+pub mod input;
+pub mod shards;
+pub mod source;
 
 /// What to do with the inputs.
 #[derive(Debug, Clone, Default)]
@@ -28,7 +36,7 @@ pub struct IngestOptions {
     /// Replace a different dump already imported under the same (run, node, seq).
     pub replace: bool,
     /// Bounds on one record (a dump may not decompress to more than its `max_dump_size`).
-    pub limits: read::Limits,
+    pub limits: input::Limits,
     /// What kind of input the files are (found from their content by default), and the run of
     /// foreign inputs.
     pub source: source::Options,
@@ -246,7 +254,7 @@ struct Pipeline {
 
 /// Start reading `paths`: a reading thread and `workers` parsing threads.
 fn start(paths: &[String], options: IngestOptions) -> Pipeline {
-    let expanded = read::expand(paths);
+    let expanded = input::expand(paths);
     let workers = thread::available_parallelism()
         .map(|count| count.get())
         .unwrap_or(1)
@@ -510,7 +518,7 @@ pub(crate) enum Landed {
 /// Write one record with `importer` and count it in `summary`: the one way a record lands, for
 /// `import` and `import --follow` alike. Only an error of the database itself is returned.
 pub(crate) fn land(
-    importer: &mut Importer<'_>,
+    importer: &mut Writer<'_>,
     summary: &mut ImportSummary,
     record: Record,
     replace: bool,
@@ -553,7 +561,7 @@ pub fn import_until(
     report: &mut dyn FnMut(ImportEvent),
 ) -> Result<ImportSummary> {
     let db_display = database.display();
-    let mut importer = Importer::new(&mut database.conn, db_display);
+    let mut importer = Writer::new(&mut database.conn, db_display);
     if let Some(stop) = stop {
         importer = importer.stop_on(stop);
     }

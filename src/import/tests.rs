@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::{import, IngestOptions, PANIC_ON};
 use crate::db;
 use crate::error::Error;
-use crate::follow::{follow, FollowOptions};
+use crate::import::follow::{follow, FollowOptions};
 
 /// The example dump of the tests with another seq, written as `name` under `folder`.
 fn write_dump(folder: &Path, name: &str, seq: i64) {
