@@ -1,7 +1,7 @@
 -- The figures of every memory of a run across its snapshots, in time order: how free space,
 -- the largest hole and fragmentation evolved up to the end (or the out-of-memory error).
 --
--- @param run  text  the run (runs.run)
+-- @param run  run   the run (runs.run)
 --
 -- @column node                 id       the node
 -- @column handle               id       the memory

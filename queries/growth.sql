@@ -12,8 +12,8 @@
 -- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
 -- "integer overflow" past that).
 --
--- @param run  text     the run (runs.run)
--- @param top  integer  at most this many rows (default 20)
+-- @param run  run      the run (runs.run)
+-- @param top  limit    at most this many rows (default 20)
 --
 -- @column node          id     the node
 -- @column provenance    text   where the program asked for the allocations

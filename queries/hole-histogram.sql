@@ -1,8 +1,8 @@
 -- Holes of one memory at one snapshot by power-of-two size class: many small holes and no big
 -- one is what fragmentation looks like.
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
--- @param memory_id    integer  the memory (memories.memory_id)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
+-- @param memory_id    memory    the memory (memories.memory_id)
 --
 -- @column size_class  bytes    the class's lower bound: holes of at least this size and below twice it
 -- @column hole_count  count    holes in the class

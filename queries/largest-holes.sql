@@ -1,9 +1,9 @@
 -- Holes of one memory at one snapshot, largest first, with a running total and each hole's
 -- share of the memory's free bytes: where could a request go, and how scattered is the rest?
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
--- @param memory_id    integer  the memory (memories.memory_id)
--- @param top          integer  at most this many holes (default 10)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
+-- @param memory_id    memory    the memory (memories.memory_id)
+-- @param top          limit     at most this many holes (default 10)
 --
 -- @column offset         bytes  where the hole starts
 -- @column size           bytes  the hole's length

@@ -1,7 +1,7 @@
 -- Every allocation occupying memory at one snapshot, largest first: what is taking the space?
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
--- @param top          integer  at most this many allocations (default 20)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
+-- @param top          limit     at most this many allocations (default 20)
 --
 -- @column handle      id     the memory
 -- @column uid         id     the allocation (never reused within the run)

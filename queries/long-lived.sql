@@ -6,8 +6,8 @@
 -- A uid seen with another kind or provenance (a producer that reuses ids) is a row of its own;
 -- ties are broken down to those columns, so that every engine gives the rows in one order.
 --
--- @param run  text     the run (runs.run)
--- @param top  integer  at most this many allocations (default 20)
+-- @param run  run      the run (runs.run)
+-- @param top  limit    at most this many allocations (default 20)
 --
 -- @column node        id       the node that holds it
 -- @column uid         id       the allocation

@@ -1,7 +1,7 @@
 -- The latest figures of every node and memory of a run side by side: which node, which memory is
 -- in trouble.
 --
--- @param run  text  the run (runs.run)
+-- @param run  run   the run (runs.run)
 --
 -- @column node                 id     the node
 -- @column seq                  count  the node's latest snapshot

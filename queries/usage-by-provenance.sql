@@ -5,7 +5,7 @@
 -- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
 -- "integer overflow" past that).
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
 --
 -- @column provenance        text   the provenance (NULL when the dumps gave none)
 -- @column allocation_count  count  allocations in the group

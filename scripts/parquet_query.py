@@ -8,13 +8,15 @@ DIR is a dataset written by `memstate export --format parquet --out DIR`. NAME i
 queries/portable/ (--list shows them); its rows and columns are those of
 `memstate report NAME --format csv` on the databases the dataset came from.
 
-Parameters take the forms `report` takes, with natural keys: snapshot_id=RUN:NODE:SEQ (split from
-the right, since a run id may hold ':'), or `latest` when the dataset holds one node;
-memory_id=0x1e00000000000002; run=RUN (default: the dataset's only run); top=N. Each is checked
-against its type (a whole number of 64 bits, a memory id) and then bound as a parameter of the
-engine, never written into the SQL text: snapshot_id gives :snapshot_run (text), :snapshot_node and
-:snapshot_seq (integers), memory_id gives :memory (text). DuckDB takes them as $name, Spark as
-:name with `args` (Spark 3.5 or later), so a value holding quotes or backslashes stays a value.
+Parameters take the forms `report` takes, by the kind each query declares in its header
+(`@param NAME KIND`, as memstate reads it): a snapshot is RUN:NODE:SEQ (split from the right, since
+a run id may hold ':'), or `latest` when the dataset holds one node; a memory is
+0x1e00000000000002; a run is RUN (default: the dataset's only run); a limit or an integer is N.
+Each is checked against its kind (a whole number of 64 bits, a memory id) and then bound as a
+parameter of the engine, never written into the SQL text: a snapshot gives :snapshot_run (text),
+:snapshot_node and :snapshot_seq (integers), a memory gives :memory (text). DuckDB takes them as
+$name, Spark as :name with `args` (Spark 3.5 or later), so a value holding quotes or backslashes
+stays a value.
 
 Each table of the dataset is registered as a view by its name, with `run` pinned as text and
 `node` as a 64-bit integer, whatever the partition folders look like. A node partition is read as
@@ -64,7 +66,7 @@ def read_query(name, folder):
         match = re.match(r"--\s*@param\s+(\w+)\s+(\w+)\s*(.*)", line)
         if match:
             default = re.search(r"\(default (\d+)\)", match.group(3))
-            params[match.group(1)] = default.group(1) if default else None
+            params[match.group(1)] = (match.group(2), default.group(1) if default else None)
     return text, params
 
 
@@ -300,25 +302,27 @@ def parameters(engine, params, given):
         if key not in params:
             raise Refused(f"unknown parameter {key!r} (this query takes: {', '.join(params) or 'none'})")
     values = {}
-    for name, default in params.items():
+    for name, (kind, default) in params.items():
         value = given.get(name, default)
-        if name == "run":
+        if kind == "run":
             values["run"] = value if value is not None else only_run(engine)
             continue
         if value is None:
             raise Refused(f"-p {name}=VALUE is needed")
-        if name == "snapshot_id":
+        if kind == "snapshot":
             run, node, seq = snapshot_parts(engine, value)
             values["snapshot_run"] = run
             values["snapshot_node"] = whole_number(node, "snapshot_id's node")
             values["snapshot_seq"] = whole_number(seq, "snapshot_id's seq")
-        elif name == "memory_id":
+        elif kind == "memory":
             values["memory"] = memory_text(value)
-        elif name == "top":
+        elif kind == "limit":
             # LIMIT takes a 32-bit INT in Spark: at most 2^31 - 1 (as many rows).
             values[name] = min(max(whole_number(value, name), 0), 2**31 - 1)
-        else:
+        elif kind == "integer":
             values[name] = whole_number(value, name)
+        else:
+            raise Refused(f"{name}: the query declares an unknown kind {kind!r}")
     return values
 
 

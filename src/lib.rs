@@ -9,9 +9,11 @@
 //!   pipelines, `import --follow`, one database per (run, node).
 //! - [`dump`]: format v1, pure: its model, parser and validator, writer and figures.
 //! - [`db`]: the database (opening, migrations, writing an imported dump, removing).
-//! - [`query`]: reading the database (canned queries, loaders, selectors, history) and its
-//!   output formats; [`analysis`]: answers computed from what was loaded; [`story`]: why a
-//!   request failed, told from those answers.
+//! - [`query`]: reading the database (canned queries and their typed parameters, loaders,
+//!   selectors, history, Datasette metadata); [`analysis`]: answers computed from what was loaded;
+//!   [`story`]: why a request failed, told from those answers.
+//! - [`present`]: how results leave: tables for people, the exact formats registered as row
+//!   writers (csv, json, ndjson), prose fitted to the terminal.
 //! - [`viz`]: memory maps and trend charts; [`export`]: the Parquet dataset; [`files`]: files
 //!   written for people, whole or not at all.
 //! - [`sim`]: the simulator that writes realistic dumps; [`units`]: sizes and figures as people
@@ -26,6 +28,7 @@ pub mod error;
 pub mod export;
 pub mod files;
 pub mod import;
+pub mod present;
 pub mod query;
 pub mod sim;
 pub mod story;

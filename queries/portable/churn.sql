@@ -17,7 +17,7 @@
 -- fits in 64 bits, a real number beyond (sizes reach 2^63 - 1, and SQLite's sum() stops with
 -- "integer overflow" past that).
 --
--- @param run  text  the run (runs.run)
+-- @param run  run   the run (runs.run)
 --
 -- @column node               id     the node
 -- @column from_seq           count  the earlier snapshot

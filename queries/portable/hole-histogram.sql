@@ -6,8 +6,8 @@
 -- its tables as views and binds the parameters as typed values: snapshot_id=RUN:NODE:SEQ gives
 -- :snapshot_run, :snapshot_node and :snapshot_seq, memory_id=0x... gives :memory).
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
--- @param memory_id    integer  the memory (memories.memory_id)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
+-- @param memory_id    memory    the memory (memories.memory_id)
 --
 -- @column size_class  bytes    the class's lower bound: holes of at least this size and below twice it
 -- @column hole_count  count    holes in the class

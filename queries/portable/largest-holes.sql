@@ -6,9 +6,9 @@
 -- its tables as views and binds the parameters as typed values: snapshot_id=RUN:NODE:SEQ gives
 -- :snapshot_run, :snapshot_node and :snapshot_seq, memory_id=0x... gives :memory).
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
--- @param memory_id    integer  the memory (memories.memory_id)
--- @param top          integer  at most this many holes (default 10)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
+-- @param memory_id    memory    the memory (memories.memory_id)
+-- @param top          limit     at most this many holes (default 10)
 --
 -- @column offset         bytes  where the hole starts
 -- @column size           bytes  the hole's length

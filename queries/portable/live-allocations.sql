@@ -5,8 +5,8 @@
 -- its tables as views and binds the parameters as typed values: snapshot_id=RUN:NODE:SEQ gives
 -- :snapshot_run, :snapshot_node and :snapshot_seq, memory_id=0x... gives :memory).
 --
--- @param snapshot_id  integer  the snapshot (snapshots.snapshot_id)
--- @param top          integer  at most this many allocations (default 20)
+-- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
+-- @param top          limit     at most this many allocations (default 20)
 --
 -- @column handle      id     the memory
 -- @column uid         id     the allocation (never reused within the run)

@@ -11,8 +11,8 @@
 -- its tables as views and binds the parameters as typed values: snapshot_id=RUN:NODE:SEQ gives
 -- :snapshot_run, :snapshot_node and :snapshot_seq, memory_id=0x... gives :memory).
 --
--- @param run  text     the run (runs.run)
--- @param top  integer  at most this many allocations (default 20)
+-- @param run  run      the run (runs.run)
+-- @param top  limit    at most this many allocations (default 20)
 --
 -- @column node        id       the node that holds it
 -- @column uid         id       the allocation

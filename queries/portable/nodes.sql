@@ -6,7 +6,7 @@
 -- its tables as views and binds the parameters as typed values: snapshot_id=RUN:NODE:SEQ gives
 -- :snapshot_run, :snapshot_node and :snapshot_seq, memory_id=0x... gives :memory).
 --
--- @param run  text  the run (runs.run)
+-- @param run  run   the run (runs.run)
 --
 -- @column node                 id     the node
 -- @column seq                  count  the node's latest snapshot

@@ -8,10 +8,11 @@ use memstate::units::{parse_duration, parse_positive_size};
 
 mod values;
 
-use values::{parse_wall_start, ReportName};
+use memstate::present::Format;
+use values::{format_parser, parse_wall_start, ReportName};
 pub use values::{
-    CompressionArg, ExportFormat, FileLayoutArg, FormatArg, GroupByArg, MetricArg, SourceArg,
-    StateArg, XAxisArg,
+    CompressionArg, ExportFormat, FileLayoutArg, GroupByArg, MetricArg, SourceArg, StateArg,
+    XAxisArg,
 };
 
 const AFTER_HELP: &str = "The database is --db PATH, else $MEMSTATE_DB, else memstate.db in the current folder.
@@ -140,8 +141,8 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct OutputArgs {
     /// Output format: a table for people, or exact csv, json or ndjson for programs.
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
+    #[arg(long, default_value = "table", value_parser = format_parser())]
+    pub format: Format,
 
     /// Show every column of wide tables (by default a compact set fitted to the terminal).
     #[arg(long)]
@@ -197,8 +198,8 @@ pub struct ReadArgs {
     pub every: Option<u64>,
 
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
+    #[arg(long, default_value = "table", value_parser = format_parser())]
+    pub format: Format,
 
     /// Do not show a progress bar even on a terminal.
     #[arg(long, short)]
@@ -349,8 +350,8 @@ pub struct SimulateArgs {
     pub pace: Option<std::time::Duration>,
 
     /// Print the summary in this format.
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    pub format: FormatArg,
+    #[arg(long, default_value = "table", value_parser = format_parser())]
+    pub format: Format,
 
     /// Do not show a progress bar even on a terminal.
     #[arg(long, short)]
@@ -525,8 +526,8 @@ pub struct ExportArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
     /// How the summary is printed.
-    #[arg(long, value_enum, default_value_t = FormatArg::Table)]
-    pub summary_format: FormatArg,
+    #[arg(long, default_value = "table", value_parser = format_parser())]
+    pub summary_format: Format,
 }
 
 #[derive(Debug, Args)]

@@ -1,20 +1,17 @@
 //! The values the command line names: the library's enums under their command-line names (the
 //! library does not know clap), the canned queries' names for completions, and start times.
 
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::ValueEnum;
+use memstate::present::Format;
 
-/// Output formats (the library's `query::Format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-pub enum FormatArg {
-    /// An aligned table for people: sizes as 1.5 GiB, offsets in hex, fitted to the terminal.
-    #[default]
-    Table,
-    /// Comma-separated values with a header row; exact numbers.
-    Csv,
-    /// One JSON array of objects; exact numbers, NULL as null.
-    Json,
-    /// One JSON object per line; exact numbers, NULL as null.
-    Ndjson,
+/// `--format`: the library's formats as it registers them ([`Format::all`]), each with its help,
+/// so a format added there is offered, completed and documented here without a change.
+pub fn format_parser() -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(
+        Format::all().map(|(name, about)| PossibleValue::new(name).help(about)),
+    )
+    .try_map(|name| Format::named(&name).ok_or_else(|| format!("unknown format {name:?}")))
 }
 
 /// Dataset formats of `export` (Parquet is the only one the library writes).
@@ -121,17 +118,6 @@ pub(super) fn parse_wall_start(text: &str) -> Result<i64, String> {
     memstate::units::unix_seconds(text).ok_or_else(|| {
         format!("{text:?}: expected now or an RFC 3339 time such as 2026-12-01T08:00:00Z")
     })
-}
-
-impl From<FormatArg> for memstate::query::Format {
-    fn from(format: FormatArg) -> Self {
-        match format {
-            FormatArg::Table => memstate::query::Format::Table,
-            FormatArg::Csv => memstate::query::Format::Csv,
-            FormatArg::Json => memstate::query::Format::Json,
-            FormatArg::Ndjson => memstate::query::Format::Ndjson,
-        }
-    }
 }
 
 impl From<FileLayoutArg> for memstate::sim::FileLayout {

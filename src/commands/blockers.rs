@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use memstate::query::Report;
+use memstate::present::Report;
 use memstate::story::{self, page, rows, text, Scope};
 use memstate::units::human;
 use memstate::Result;

@@ -4,14 +4,15 @@
 use std::path::Path;
 
 use memstate::import::{self, IngestOptions};
-use memstate::query::{listing, select, Cell, Report, Table};
+use memstate::present::{Cell, Format, Report, Table};
+use memstate::query::{listing, select};
 use memstate::story::{self, page, rows, text};
 use memstate::units::{counted, visible};
 use memstate::viz::plot;
 use memstate::{db, sim, Error, Result};
 
 use super::{say, Printer};
-use crate::cli::{DemoArgs, FormatArg};
+use crate::cli::DemoArgs;
 
 /// How to run memstate again from here: `memstate` when installed, else the cargo command that
 /// built this binary (after `cargo run` the binary is not on the PATH).
@@ -112,7 +113,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         story::link_stories(&mut stories, &page::file_url(&map_path));
     }
     say(&[String::new()])?;
-    Printer::with_format(FormatArg::Table).print(&Report::told(
+    Printer::with_format(Format::Table).print(&Report::told(
         rows::story_table(&stories),
         |out, style| {
             for story in &stories {
@@ -152,7 +153,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         finding.node,
         table.rows.len()
     )])?;
-    Printer::with_format(FormatArg::Table).print(&Report::table(table))?;
+    Printer::with_format(Format::Table).print(&Report::table(table))?;
     say(&[String::new()])?;
     // The pictures: the memory map of the run's last snapshots and the fragmentation trend.
     let plot_path = args.dir.join("fragmentation.svg");

@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use memstate::analysis::{self, Change};
-use memstate::query::{load, select, Cell, Report, Table};
+use memstate::present::{Cell, Report, Table};
+use memstate::query::{load, select};
 use memstate::units::visible;
 use memstate::{db, Error, Result};
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use indicatif::ProgressBar;
 use memstate::export::{self, Options, Progress};
-use memstate::query::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table};
 use memstate::units::{counted, visible};
 use memstate::Result;
 

@@ -12,7 +12,7 @@ use indicatif::ProgressBar;
 use memstate::import::follow::{FollowEvent, FollowOptions};
 use memstate::import::input::Limits;
 use memstate::import::{self, ImportEvent, ImportSummary, IngestOptions};
-use memstate::query::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table};
 use memstate::units::{counted, human, visible};
 use memstate::{db, Result};
 

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use memstate::present::{Cell, Report, Table};
 use memstate::query::listing::{self, AllocationFilter};
-use memstate::query::{load, select, Cell, Report, Table};
+use memstate::query::{load, select};
 use memstate::units::{human, ratio, visible};
 use memstate::{db, Result};
 
@@ -93,7 +94,7 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
     };
     // The rows are held once: by the report for programs, by the sections for people.
     let (given, kept) = match printer.format() {
-        memstate::query::Format::Table => {
+        memstate::present::Format::Table => {
             (Table::new(combined.columns.clone(), Vec::new()), combined)
         }
         _ => (combined, Table::new(Vec::new(), Vec::new())),
@@ -109,9 +110,9 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
                     .map(|row| row[2..].to_vec())
                     .collect(),
             );
-            memstate::query::output::emit(
+            memstate::present::emit(
                 &Report::table(section),
-                memstate::query::Format::Table,
+                memstate::present::Format::Table,
                 style,
                 out,
             )?;

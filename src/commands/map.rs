@@ -4,8 +4,9 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
-use memstate::query::wrap::Wrapping;
-use memstate::query::{select, Cell, Report, Table};
+use memstate::present::wrap::Wrapping;
+use memstate::present::{Cell, Format, Report, Table};
+use memstate::query::select;
 use memstate::story::page::{self, PageParts};
 use memstate::units::{counted, human, visible};
 use memstate::viz::terminal;
@@ -13,7 +14,7 @@ use memstate::{Error, Result};
 use rusqlite::Connection;
 
 use super::{terminal_width, Printer};
-use crate::cli::{FormatArg, MapArgs};
+use crate::cli::MapArgs;
 
 /// The snapshots the user chose: `--snapshots`, else `--snapshot` (latest by default).
 fn chosen_snapshots(conn: &Connection, args: &MapArgs) -> Result<Vec<i64>> {
@@ -88,7 +89,7 @@ fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Res
         )?;
         writeln!(out, "open {}", visible(&link))
     });
-    Printer::with_format(FormatArg::Table).print(&report)
+    Printer::with_format(Format::Table).print(&report)
 }
 
 pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {

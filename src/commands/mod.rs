@@ -33,12 +33,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use memstate::query::output::{emit, Style};
-use memstate::query::{Format, Report};
+use memstate::present::{emit, Style};
+use memstate::present::{Format, Report};
 use memstate::units::visible_lines;
 use memstate::{Error, Result};
 
-use crate::cli::{Cli, Command, FormatArg, OutputArgs};
+use crate::cli::{Cli, Command, OutputArgs};
 
 /// Run the command; the exit status for outcomes that are not errors (1 when some input was refused).
 pub fn dispatch(cli: Cli) -> Result<u8> {
@@ -131,7 +131,7 @@ pub struct Printer {
 impl Printer {
     pub fn new(args: &OutputArgs) -> Printer {
         Printer {
-            format: args.format.into(),
+            format: args.format,
             style: Style {
                 width: terminal_width(),
                 wide: args.wide,
@@ -141,9 +141,9 @@ impl Printer {
     }
 
     /// For commands that only choose a format.
-    pub fn with_format(format: FormatArg) -> Printer {
+    pub fn with_format(format: Format) -> Printer {
         Printer {
-            format: format.into(),
+            format,
             style: Style {
                 width: terminal_width(),
                 wide: false,
@@ -161,8 +161,8 @@ impl Printer {
         &self,
         columns: &[String],
         out: W,
-    ) -> memstate::query::output::TableStream<W> {
-        memstate::query::output::TableStream::start(columns, &self.style, out)
+    ) -> memstate::present::TableStream<W> {
+        memstate::present::TableStream::start(columns, &self.style, out)
     }
 
     /// Print a report to standard output.

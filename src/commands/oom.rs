@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use memstate::query::{select, Report};
+use memstate::present::Report;
+use memstate::query::select;
 use memstate::story::{self, page, rows, text};
 use memstate::units::counted;
 use memstate::Result;

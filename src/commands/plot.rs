@@ -2,13 +2,14 @@
 
 use std::path::Path;
 
-use memstate::query::{load, select, Cell, Report, Table};
+use memstate::present::{Cell, Format, Report, Table};
+use memstate::query::{load, select};
 use memstate::units::visible;
 use memstate::viz::plot::{self, Metric, XAxis};
 use memstate::{db, Error, Result};
 
 use super::Printer;
-use crate::cli::{FormatArg, PlotArgs};
+use crate::cli::PlotArgs;
 
 pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
     let is_svg = args
@@ -85,6 +86,6 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
             ooms
         )
     });
-    Printer::with_format(FormatArg::Table).print(&report)?;
+    Printer::with_format(Format::Table).print(&report)?;
     Ok(0)
 }

@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use memstate::query::{self, canned, Cell, Report, Table};
+use memstate::present::{Cell, Report, Table};
+use memstate::query::{self, canned};
 use memstate::{db, Error, Result};
 
 use super::Printer;
@@ -21,7 +22,7 @@ fn list(args: &ReportArgs) -> Result<u8> {
                     format!(
                         "{} ({}{})",
                         param.name,
-                        param.kind,
+                        param.kind.name(),
                         param
                             .default
                             .as_deref()
@@ -61,7 +62,7 @@ fn list(args: &ReportArgs) -> Result<u8> {
                     out,
                     "    -p {}=<{}>  {}{default}",
                     param.name,
-                    param.kind,
+                    param.kind.name(),
                     param.doc.split(" (default").next().unwrap_or(&param.doc)
                 )?;
             }

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use memstate::query::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table};
 use memstate::sim::{self, SimulationEvent};
 use memstate::units::{counted, human, visible};
 use memstate::Result;

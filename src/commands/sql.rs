@@ -4,8 +4,9 @@
 use std::io;
 use std::path::Path;
 
-use memstate::query::output::{RowStream, TableStream};
-use memstate::query::{self, Format, RowEvent};
+use memstate::present::Format;
+use memstate::present::{RowStream, TableStream};
+use memstate::query::{self, RowEvent};
 use memstate::{db, Error, Result};
 
 use super::Printer;
@@ -31,8 +32,8 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
             RowEvent::Columns(columns) => {
                 let out = io::stdout().lock();
                 sink = Some(match printer.format() {
-                    Format::Table => Sink::Table(printer.table_stream(columns, out)),
-                    format => {
+                    Format::Table => Sink::Table(Box::new(printer.table_stream(columns, out))),
+                    Format::Rows(format) => {
                         Sink::Exact(RowStream::start(columns, format, out).map_err(Error::Output)?)
                     }
                 });
@@ -55,6 +56,6 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
 
 /// Where the rows go: a table for people, or an exact format.
 enum Sink {
-    Table(TableStream<io::StdoutLock<'static>>),
-    Exact(RowStream<io::StdoutLock<'static>>),
+    Table(Box<TableStream<io::StdoutLock<'static>>>),
+    Exact(RowStream<'static>),
 }

@@ -2,22 +2,75 @@
 //! (`@param` and `@column` lines, Perfetto style), listed by `memstate report --list` and run by
 //! `memstate report NAME -p key=value`. Each file also runs unchanged in the sqlite3 shell.
 //!
-//! Parameters take what the commands take: `snapshot_id=latest` or `RUN:NODE:SEQ`, `memory_id=`
-//! a memory id like `0x1e00000000000003`; a parameter documented with `(default N)` may be left out.
+//! Each `@param NAME KIND` line declares what the parameter names ([`ParamKind`]), and values are
+//! resolved by that kind, never by the parameter's name: a snapshot takes what the commands take
+//! (`latest`, `RUN:NODE:SEQ`), a memory its Realm id (`0x1e00000000000003`), a run left out is the
+//! only one; a parameter documented with `(default N)` may be left out.
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::output::Unit;
 use super::{collect, query_error, select, Table};
 use crate::error::{Error, Result};
+use crate::present::Unit;
 
 include!(concat!(env!("OUT_DIR"), "/queries.rs"));
+
+/// What a parameter names, as its query declares it (`@param snapshot_id snapshot ...`): read
+/// once here, and what `report`, Datasette's forms and the portable runner resolve values by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamKind {
+    /// A snapshot: its id, `RUN:NODE:SEQ` or `latest`; bound as the snapshot's id.
+    Snapshot,
+    /// A memory: its id in the database or its Realm id (`0x1e00000000000003`); bound as the id.
+    Memory,
+    /// A run by name; the database's only run when left out.
+    Run,
+    /// At most this many rows (a LIMIT): an integer.
+    Limit,
+    /// Any integer.
+    Integer,
+    /// Any text.
+    Text,
+}
+
+impl ParamKind {
+    /// Every kind with the word that declares it.
+    pub const ALL: [(ParamKind, &'static str); 6] = [
+        (ParamKind::Snapshot, "snapshot"),
+        (ParamKind::Memory, "memory"),
+        (ParamKind::Run, "run"),
+        (ParamKind::Limit, "limit"),
+        (ParamKind::Integer, "integer"),
+        (ParamKind::Text, "text"),
+    ];
+
+    /// The kind a declaration's word names.
+    pub fn parse(word: &str) -> Option<ParamKind> {
+        Self::ALL
+            .iter()
+            .find(|(_, name)| *name == word)
+            .map(|(kind, _)| *kind)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(kind, _)| *kind == self)
+            .map_or("text", |(_, name)| name)
+    }
+
+    /// Whether the value is bound as a number (else as text).
+    pub fn is_integer(self) -> bool {
+        !matches!(self, ParamKind::Run | ParamKind::Text)
+    }
+}
 
 /// A documented parameter of a canned query.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Param {
     pub name: String,
-    pub kind: String,
+    pub kind: ParamKind,
     pub doc: String,
     /// The value used when the parameter is not given (`(default N)` in its doc).
     pub default: Option<String>,
@@ -62,6 +115,8 @@ fn parse(name: &'static str, sql: &'static str) -> Query {
                 .split_once("(default ")
                 .and_then(|(_, rest)| rest.split_once(')'))
                 .map(|(value, _)| value.trim().to_string());
+            // Every query's declarations are checked by a test (`every_parameter_kind_is_known`).
+            let kind = ParamKind::parse(&kind).unwrap_or(ParamKind::Text);
             params.push(Param {
                 name,
                 kind,
@@ -114,19 +169,27 @@ fn resolve(
 ) -> Result<String> {
     let wrong =
         |why: String| Error::Usage(format!("{} -p {}={value:?}: {why}", query.name, param.name));
-    match param.name.as_str() {
-        "snapshot_id" if value.parse::<i64>().is_err() => {
-            Ok(snapshot_named(conn, value, given)?.to_string())
+    let given_of = |kind: ParamKind| {
+        query
+            .params
+            .iter()
+            .find(|other| other.kind == kind)
+            .and_then(|other| given.iter().find(|(key, _)| key == &other.name))
+            .map(|(_, value)| value.as_str())
+    };
+    match param.kind {
+        ParamKind::Snapshot if value.parse::<i64>().is_err() => {
+            Ok(snapshot_named(conn, value, given_of(ParamKind::Memory))?.to_string())
         }
-        "memory_id" if value.parse::<i64>().is_err() => {
+        ParamKind::Memory if value.parse::<i64>().is_err() => {
             let handle = select::memory_handle(value).ok_or_else(|| {
                 wrong("expected a memory id (0x1e00000000000003) or its number".to_string())
             })?;
-            let candidates: Vec<i64> = match given.iter().find(|(key, _)| key == "snapshot_id") {
-                Some((_, snapshot)) => {
+            let candidates: Vec<i64> = match given_of(ParamKind::Snapshot) {
+                Some(snapshot) => {
                     let snapshot_id = match snapshot.parse::<i64>() {
                         Ok(id) => id,
-                        Err(_) => snapshot_named(conn, snapshot, given)?,
+                        Err(_) => snapshot_named(conn, snapshot, Some(value))?,
                     };
                     select::memory_ids(conn, snapshot_id, Some(&handle))?
                 }
@@ -144,28 +207,31 @@ fn resolve(
             match candidates.as_slice() {
                 [one] => Ok(one.to_string()),
                 [] => Err(wrong("no such memory (see memstate memories)".to_string())),
-                several => Err(wrong(format!("{} memories have this id (on several nodes); give snapshot_id too, or memory_id as a number", several.len()))),
+                several => {
+                    let snapshot = query
+                        .params
+                        .iter()
+                        .find(|other| other.kind == ParamKind::Snapshot)
+                        .map_or("the snapshot", |other| other.name.as_str());
+                    Err(wrong(format!("{} memories have this id (on several nodes); give {snapshot} too, or {} as a number", several.len(), param.name)))
+                }
             }
         }
-        "run" => {
+        ParamKind::Run => {
             select::check_run(conn, value)?;
             Ok(value.to_string())
         }
-        _ if param.kind == "integer" && value.parse::<i64>().is_err() => {
+        ParamKind::Limit | ParamKind::Integer if value.parse::<i64>().is_err() => {
             Err(wrong("expected an integer".to_string()))
         }
         _ => Ok(value.to_string()),
     }
 }
 
-/// The snapshot a `snapshot_id` selector names. Given a memory that its `memory_id` names on
-/// its own (a number, or an id only one memory has), `latest` is the latest snapshot of that
-/// memory's node, as in Datasette's forms; else the selector must name one snapshot.
-fn snapshot_named(conn: &Connection, selector: &str, given: &[(String, String)]) -> Result<i64> {
-    let memory = given
-        .iter()
-        .find(|(key, _)| key == "memory_id")
-        .map(|(_, value)| value.as_str());
+/// The snapshot a snapshot selector names. Given a memory that names one on its own (a number,
+/// or an id only one memory has), `latest` is the latest snapshot of that memory's node, as in
+/// Datasette's forms; else the selector must name one snapshot.
+fn snapshot_named(conn: &Connection, selector: &str, memory: Option<&str>) -> Result<i64> {
     if let (true, Some(memory)) = (selector == "latest", memory) {
         let memory_id: Option<i64> = match (memory.parse::<i64>(), select::memory_handle(memory)) {
             (Ok(id), _) => Some(id),
@@ -248,11 +314,14 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
             None => match &param.default {
                 Some(default) => default.clone(),
                 // A database of one run answers about it without being told which.
-                None if param.name == "run" => only_run(conn, query.name)?,
+                None if param.kind == ParamKind::Run => only_run(conn, query.name)?,
                 None => {
                     return Err(Error::Usage(format!(
                         "{} needs -p {}=VALUE ({}: {})",
-                        query.name, param.name, param.kind, param.doc
+                        query.name,
+                        param.name,
+                        param.kind.name(),
+                        param.doc
                     )));
                 }
             },

@@ -4,15 +4,16 @@
 //! parameters (from the queries' own comments).
 //!
 //! Datasette passes canned-query parameters as text and an empty text for one left blank, so each
-//! query's SQL is adapted: an integer parameter is cast to an integer, and one with a documented
-//! default takes it when left blank; `snapshot_id` and `memory_id` take every form the command line
-//! takes (resolved in the SQL itself), and a blank `run` is the only run. Otherwise the SQL is the
+//! query's SQL is adapted, by the kind each parameter declares (see [`ParamKind`]): a limit or an
+//! integer is cast to an integer, and one with a documented default takes it when left blank; a
+//! snapshot and a memory take every form the command line takes (resolved in the SQL itself), and
+//! a blank run is the only run. Otherwise the SQL is the
 //! file's, unchanged. [`plugin`] writes the Datasette plugin that shows sizes as the CLI does.
 
 use serde_json::{json, Map, Value};
 
-use super::canned::{self, Query};
-use super::output::Unit;
+use super::canned::{self, ParamKind, Query};
+use crate::present::Unit;
 
 const SCHEMA_DOC: &str = include_str!("../../docs/SCHEMA.md");
 
@@ -232,24 +233,31 @@ const ONLY_RUN: &str = "(SELECT CASE WHEN count(*) = 1 THEN min(name) END FROM r
 /// A canned query's SQL as Datasette should run it (see the module's comment).
 pub fn datasette_sql(query: &Query) -> String {
     let mut replacements = Vec::new();
-    let has = |name: &str| query.params.iter().any(|param| param.name == name);
-    // The memory a `memory_id` names on its own, for `latest` to find its node. Each parameter
+    let given_of = |kind: ParamKind| {
+        query
+            .params
+            .iter()
+            .find(|param| param.kind == kind)
+            .map(|param| format!(":{}", param.name))
+    };
+    let snapshot = given_of(ParamKind::Snapshot);
+    // The memory its parameter names on its own, for `latest` to find its node. Each parameter
     // nests at most two resolutions: SQLite's parser refuses deeper ("parser stack overflow").
-    let memory = has("memory_id").then(|| memory_of(":memory_id", None));
+    let memory = given_of(ParamKind::Memory).map(|given| memory_of(&given, None));
     for param in &query.params {
         let given = format!(":{}", param.name);
-        let resolved = match param.name.as_str() {
-            "snapshot_id" => Some(snapshot_of(&given, memory.as_deref())),
+        let resolved = match param.kind {
+            ParamKind::Snapshot => Some(snapshot_of(&given, memory.as_deref())),
             // The memory its id names on its own, else the one with that id on the snapshot's
             // node (where `latest` is the node imported last: no memory says which).
-            "memory_id" => Some(match (&memory, has("snapshot_id")) {
-                (Some(alone), true) => format!(
+            ParamKind::Memory => Some(match (&memory, &snapshot) {
+                (Some(alone), Some(snapshot)) => format!(
                     "coalesce({alone}, {})",
-                    memory_of(&given, Some(&snapshot_of(":snapshot_id", None)))
+                    memory_of(&given, Some(&snapshot_of(snapshot, None)))
                 ),
                 _ => memory_of(&given, None),
             }),
-            "run" if param.default.is_none() => {
+            ParamKind::Run if param.default.is_none() => {
                 Some(format!("coalesce(nullif({given}, ''), {ONLY_RUN})"))
             }
             _ => None,
@@ -266,7 +274,7 @@ pub fn datasette_sql(query: &Query) -> String {
             ),
             None => format!(":{}", param.name),
         };
-        let value = if param.kind == "integer" {
+        let value = if param.kind.is_integer() {
             format!("CAST({value} AS INTEGER)")
         } else {
             value
@@ -357,17 +365,17 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
         if !query.params.is_empty() {
             described.push_str("<p>Parameters:</p><ul>");
             for param in &query.params {
-                let blank = match param.name.as_str() {
+                let blank = match param.kind {
                     _ if param.default.is_some() => "; leave blank for the default",
-                    "snapshot_id" => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the memory's node when a memory is given, else of the node whose dump was imported last)",
-                    "memory_id" => "; or a Realm memory id (0x1e00000000000003)",
-                    "run" => "; leave blank for the database's only run",
+                    ParamKind::Snapshot => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the memory's node when a memory is given, else of the node whose dump was imported last)",
+                    ParamKind::Memory => "; or a Realm memory id (0x1e00000000000003)",
+                    ParamKind::Run => "; leave blank for the database's only run",
                     _ => "",
                 };
                 described.push_str(&format!(
                     "<li><b>{}</b> ({}): {}{blank}</li>",
                     html(&param.name),
-                    html(&param.kind),
+                    html(param.kind.name()),
                     html(&param.doc)
                 ));
             }

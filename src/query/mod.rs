@@ -1,59 +1,21 @@
 //! Questions asked of the database: ad hoc SQL (read-only), the canned queries of `queries/`, the
 //! listings behind the commands, the selection of snapshots and memories, and the loaders of the
-//! analyses' inputs. Everything here reads the public views only. Results leave through [`output`].
+//! analyses' inputs. Everything here reads the public views only. Results are
+//! [`Table`]s of [`Cell`]s, which the presenting room ([`crate::present`]) writes out.
 
 pub mod canned;
 pub mod datasette;
 pub mod history;
 pub mod listing;
 pub mod load;
-pub mod output;
 pub mod select;
-pub mod wrap;
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::Connection;
 
 use crate::error::{Error, Result};
 
-pub use output::{Format, Report, Table};
-
-/// One value of a result.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Cell {
-    Null,
-    Integer(i64),
-    Real(f64),
-    Text(String),
-    Blob(Vec<u8>),
-    /// A nested value (a list of blockers, say), held as its compact JSON text (a tenth of the
-    /// memory of a `serde_json::Value` tree): nested in json output, that text in csv and tables.
-    Json(String),
-}
-
-impl Cell {
-    /// A nested value: anything that serializes (a value that does not becomes null).
-    pub fn json(value: &impl serde::Serialize) -> Cell {
-        Cell::Json(serde_json::to_string(value).unwrap_or_else(|_| "null".to_string()))
-    }
-
-    pub fn text(text: impl Into<String>) -> Cell {
-        Cell::Text(text.into())
-    }
-
-    pub fn optional_text(text: Option<&str>) -> Cell {
-        text.map_or(Cell::Null, |text| Cell::Text(text.to_string()))
-    }
-
-    /// A count or size (they fit in i64: sizes are below 2^63 by validation).
-    pub fn count(value: u64) -> Cell {
-        Cell::Integer(i64::try_from(value).unwrap_or(i64::MAX))
-    }
-
-    pub fn optional_count(value: Option<u64>) -> Cell {
-        value.map_or(Cell::Null, Cell::count)
-    }
-}
+use crate::present::{Cell, Table};
 
 /// A database error while answering a question.
 pub(crate) fn query_error(error: rusqlite::Error) -> Error {

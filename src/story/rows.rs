@@ -3,7 +3,7 @@
 
 use super::{Placement, Story};
 use crate::analysis::AllocationInfo;
-use crate::query::{Cell, Table};
+use crate::present::{Cell, Table};
 
 /// One row per finding; the blockers and the recent figures as nested values.
 pub fn story_table(stories: &[Story]) -> Table {

@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use super::rows::allocation_table;
 use super::{Placement, Story};
 use crate::analysis::{self, AllocationInfo, BlockerLine, Blockers, Verdict};
-use crate::query::output::{emit, Style};
-use crate::query::{Format, Report};
+use crate::present::{emit, Style};
+use crate::present::{Format, Report};
 use crate::units::{counted, hex_offset, human, seconds, visible};
 
 /// A memory at a snapshot, as the stories name it: `run node N seq S (snapshot ID), KIND HANDLE`.

@@ -489,7 +489,7 @@ fn many_memories_load_in_a_few_statements() {
         let handle = stats.column("handle").unwrap();
         assert_eq!(
             stats.rows[index][handle],
-            memstate::query::Cell::text(layout.handle.clone())
+            memstate::present::Cell::text(layout.handle.clone())
         );
     }
 }

@@ -534,10 +534,12 @@ fn report_parameters_take_what_the_commands_take_and_have_defaults() {
             &format!("memory_id={handle}")
         ]) == by_id
     );
-    // --list shows each query's parameters (with defaults) and columns.
+    // --list shows each query's parameters (their declared kinds, with defaults) and columns.
     let list = String::from_utf8(run_args(&db, &["report", "--list"]).stdout).unwrap();
     assert!(
-        list.contains("-p top=<integer>")
+        list.contains("-p top=<limit>")
+            && list.contains("-p snapshot_id=<snapshot>")
+            && list.contains("-p memory_id=<memory>")
             && list.contains("[default: 10]")
             && list.contains("columns: offset (bytes)"),
         "{list}"

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use memstate::query::{canned, Cell};
+use memstate::present::Cell;
+use memstate::query::canned;
 use rusqlite::Connection;
 
 use crate::common::{data, on_db};

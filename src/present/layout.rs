@@ -4,28 +4,8 @@
 
 use std::io::{self, Write};
 
-use super::{hex, Cell, Style, Table, Unit};
-use crate::units;
-
-/// A cell as people read it.
-pub fn for_people(cell: &Cell, unit: Unit) -> String {
-    match (cell, unit) {
-        (Cell::Null, _) => String::new(),
-        (Cell::Integer(number), Unit::Bytes) => units::human_size(*number),
-        (Cell::Integer(number), Unit::Offset) => units::hex_offset(*number),
-        (Cell::Integer(number), _) => number.to_string(),
-        (Cell::Real(number), Unit::Ratio) => units::ratio(*number),
-        (Cell::Real(number), Unit::Seconds) => units::seconds(*number),
-        (Cell::Real(number), Unit::Bytes) => units::human_size_real(*number),
-        (Cell::Real(number), _) => {
-            let text = format!("{number:.3}");
-            text.trim_end_matches('0').trim_end_matches('.').to_string()
-        }
-        (Cell::Text(text), _) => units::visible(text).into_owned(),
-        (Cell::Blob(bytes), _) => hex(bytes),
-        (Cell::Json(text), _) => units::visible(text).into_owned(),
-    }
-}
+use super::cell::for_people;
+use super::{Cell, Style, Table, Unit};
 
 /// The indices of the columns people see.
 fn shown_columns(table: &Table, style: &Style) -> Vec<usize> {
@@ -232,7 +212,7 @@ impl Layout {
             },
             hidden.join(", ")
         );
-        for line in crate::query::wrap::wrap_line(&note, self.width.unwrap_or(usize::MAX)) {
+        for line in super::wrap::wrap_line(&note, self.width.unwrap_or(usize::MAX)) {
             writeln!(out, "{line}")?;
         }
         Ok(())

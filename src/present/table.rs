@@ -1,0 +1,80 @@
+//! A result: named columns, each with its [`Unit`], and rows of [`Cell`]s.
+
+use super::{Cell, Unit};
+
+/// A result: named columns with their units, and rows of cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub columns: Vec<String>,
+    pub units: Vec<Unit>,
+    pub rows: Vec<Vec<Cell>>,
+    /// The columns people see by default (all when `None`); `--wide` or `--columns` show others.
+    pub compact: Option<Vec<String>>,
+}
+
+impl Table {
+    /// A table whose units come from its column names.
+    pub fn new(columns: Vec<String>, rows: Vec<Vec<Cell>>) -> Table {
+        let units = columns.iter().map(|name| Unit::of_column(name)).collect();
+        Table {
+            columns,
+            units,
+            rows,
+            compact: None,
+        }
+    }
+
+    /// A table of one row, from (column, value) pairs: a command's summary.
+    pub fn record(fields: Vec<(&str, Cell)>) -> Table {
+        let (columns, row): (Vec<String>, Vec<Cell>) = fields
+            .into_iter()
+            .map(|(name, cell)| (name.to_string(), cell))
+            .unzip();
+        Table::new(columns, vec![row])
+    }
+
+    /// Give the named columns a unit.
+    pub fn with_unit(mut self, names: &[&str], unit: Unit) -> Table {
+        for (index, column) in self.columns.iter().enumerate() {
+            if names.contains(&column.as_str()) {
+                self.units[index] = unit;
+            }
+        }
+        self
+    }
+
+    /// The columns to show people by default.
+    pub fn compact(mut self, names: &[&str]) -> Table {
+        self.compact = Some(names.iter().map(|name| name.to_string()).collect());
+        self
+    }
+
+    /// The index of a column by name.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|column| column == name)
+    }
+
+    /// Put columns with these values in front of every row.
+    pub fn prefixed(mut self, names: &[&str], values: &[Cell]) -> Table {
+        let mut columns: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+        columns.append(&mut self.columns);
+        let mut units: Vec<Unit> = names.iter().map(|name| Unit::of_column(name)).collect();
+        units.append(&mut self.units);
+        let rows = self
+            .rows
+            .into_iter()
+            .map(|row| values.iter().cloned().chain(row).collect())
+            .collect();
+        Table {
+            columns,
+            units,
+            rows,
+            compact: self.compact,
+        }
+    }
+
+    /// Add another table's rows (same columns).
+    pub fn extend(&mut self, other: Table) {
+        self.rows.extend(other.rows);
+    }
+}
