@@ -4,6 +4,8 @@
 
 use std::io::{self, Write};
 
+use prettytable::format::{Alignment, FormatBuilder, LinePosition, LineSeparator, TableFormat};
+
 use super::cell::for_people;
 use super::{Cell, Style, Table, Unit};
 
@@ -30,10 +32,7 @@ fn shorten(text: &str, width: usize) -> String {
 
 pub(super) fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<()> {
     let (layout, cells) = Layout::plan(table, style);
-    layout.write_header(out)?;
-    for (row, texts) in table.rows.iter().zip(&cells) {
-        layout.write_row(row, texts, out)?;
-    }
+    layout.print(true, &table.rows, cells, out)?;
     layout.write_footer(out)
 }
 
@@ -159,40 +158,79 @@ impl Layout {
             .collect()
     }
 
-    /// The titles and a line of dashes under them.
-    fn write_header(&self, out: &mut dyn Write) -> io::Result<()> {
-        let mut line = String::new();
-        for (column, title) in self.titles.iter().enumerate() {
-            if column > 0 {
-                line.push(' ');
-            }
-            pad(&mut line, title, self.widths[column], false);
+    /// Rows laid out (their texts fitted, their columns chosen), printed by prettytable: the
+    /// titles and a line of dashes under them first when `titled`, then each row with one space
+    /// after each column and one between, numbers to the right, text to the left.
+    fn print(
+        &self,
+        titled: bool,
+        rows: &[Vec<Cell>],
+        texts: Vec<Vec<String>>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        // prettytable holds a copy of every cell it prints, so a long table goes to it a chunk
+        // of rows at a time: widths are planned for the whole table and each text is padded to
+        // them, so the chunks line up as one table, and memory stays that of one chunk (a
+        // 40,000-row listing held twice cost 70 MiB more).
+        let mut texts = texts.into_iter();
+        let mut first = true;
+        for chunk in rows.chunks(PRINTED_ROWS) {
+            let titled = titled && first;
+            self.print_chunk(titled, chunk, texts.by_ref().take(chunk.len()), out)?;
+            first = false;
         }
-        line.push('\n');
-        for (column, width) in self.widths.iter().enumerate() {
-            if column > 0 {
-                line.push(' ');
-            }
-            line.extend(std::iter::repeat_n('-', width + 1));
+        if first && titled {
+            self.print_chunk(true, &[], std::iter::empty(), out)?;
         }
-        line.push('\n');
-        out.write_all(line.as_bytes())
+        Ok(())
     }
 
-    /// One row: padded to the widths, one space after each column and one between, numbers to
-    /// the right, text to the left. Written straight out (a table a memory for 40,000 memories
-    /// is a lot of small tables).
-    fn write_row(&self, row: &[Cell], texts: &[String], out: &mut dyn Write) -> io::Result<()> {
-        let mut line = String::new();
-        for (column, (&index, text)) in self.shown.iter().zip(texts).enumerate() {
-            if column > 0 {
-                line.push(' ');
-            }
-            let right = matches!(row[index], Cell::Integer(_) | Cell::Real(_));
-            pad(&mut line, text, self.widths[column], right);
+    /// One chunk of rows, as one prettytable table.
+    fn print_chunk(
+        &self,
+        titled: bool,
+        rows: &[Vec<Cell>],
+        texts: impl Iterator<Item = Vec<String>>,
+        out: &mut dyn Write,
+    ) -> io::Result<()> {
+        let mut printed = prettytable::Table::init(
+            rows.iter()
+                .zip(texts)
+                .map(|(row, texts)| self.printed_row(row, texts))
+                .collect(),
+        );
+        printed.set_format(table_format(titled));
+        if titled {
+            printed.set_titles(prettytable::Row::new(
+                self.titles
+                    .iter()
+                    .map(|title| prettytable::Cell::new(title))
+                    .collect(),
+            ));
         }
-        line.push('\n');
-        out.write_all(line.as_bytes())
+        printed.print(out).map(|_| ())
+    }
+
+    /// One row for prettytable; text after the plan is padded to the planned widths, so that a
+    /// row printed on its own lines up with those before it.
+    fn printed_row(&self, row: &[Cell], texts: Vec<String>) -> prettytable::Row {
+        prettytable::Row::new(
+            self.shown
+                .iter()
+                .zip(texts)
+                .enumerate()
+                .map(|(column, (&index, text))| {
+                    let right = matches!(row[index], Cell::Integer(_) | Cell::Real(_));
+                    let text = padded(text, self.widths[column], right);
+                    let align = if right {
+                        Alignment::RIGHT
+                    } else {
+                        Alignment::LEFT
+                    };
+                    prettytable::Cell::new_align(&text, align)
+                })
+                .collect(),
+        )
     }
 
     /// The note naming the columns hidden to fit the terminal, if any were.
@@ -230,17 +268,32 @@ fn widest(titles: &[String], cells: &[Vec<String>]) -> Vec<usize> {
     widths
 }
 
-fn pad(line: &mut String, text: &str, width: usize, right: bool) {
+/// `text` filled with spaces to `width` characters (a longer text stays whole).
+fn padded(text: String, width: usize, right: bool) -> String {
     let fill = width.saturating_sub(text.chars().count());
-    if right {
-        line.extend(std::iter::repeat_n(' ', fill));
-        line.push_str(text);
-    } else {
-        line.push_str(text);
-        line.extend(std::iter::repeat_n(' ', fill));
+    if fill == 0 {
+        return text;
     }
-    line.push(' ');
+    let spaces = " ".repeat(fill);
+    if right {
+        spaces + &text
+    } else {
+        text + &spaces
+    }
 }
+
+/// How prettytable prints memstate's tables: no borders, a space between columns and one after
+/// each, and a line of dashes under the titles.
+fn table_format(titled: bool) -> TableFormat {
+    let mut format = FormatBuilder::new().column_separator(' ').padding(0, 1);
+    if titled {
+        format = format.separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' '));
+    }
+    format.build()
+}
+
+/// How many rows prettytable is given at a time.
+const PRINTED_ROWS: usize = 1024;
 
 /// How many rows a streamed table is laid out from: its first rows decide the widths.
 pub const PLANNED_ROWS: usize = 1000;
@@ -271,7 +324,7 @@ impl<W: Write> TableStream<W> {
         match &self.layout {
             Some(layout) => {
                 let texts = layout.texts(&self.sample.units, &cells);
-                layout.write_row(&cells, &texts, &mut self.out)
+                layout.print(false, &[cells], vec![texts], &mut self.out)
             }
             None => {
                 self.sample.rows.push(cells);
@@ -286,10 +339,7 @@ impl<W: Write> TableStream<W> {
     /// Plan from the rows held, and write them.
     fn lay_out(&mut self) -> io::Result<()> {
         let (layout, cells) = Layout::plan(&self.sample, &self.style);
-        layout.write_header(&mut self.out)?;
-        for (row, texts) in self.sample.rows.iter().zip(&cells) {
-            layout.write_row(row, texts, &mut self.out)?;
-        }
+        layout.print(true, &self.sample.rows, cells, &mut self.out)?;
         self.sample.rows = Vec::new();
         self.layout = Some(layout);
         Ok(())

@@ -6,7 +6,8 @@
 //! For people every figure goes through [`crate::units`]: sizes are human (`1.5 GiB`), offsets hex,
 //! ratios three decimals, and text is made visible (a dump cannot send escape sequences to the
 //! terminal). Tables fit the terminal: a compact set of columns unless asked for all, and long text
-//! shortened, laid out by [`layout`] (columns padded to their widest cell); prose is fitted by
+//! shortened: [`layout`] chooses the columns, their widths and what to shorten, and prettytable
+//! prints the table (columns padded to their widest cell); prose is fitted by
 //! [`wrap`]. In the exact formats every number is exact (sizes in bytes, reals with full
 //! precision) and NULL is empty (csv) or `null` (json).
 
