@@ -1,6 +1,6 @@
 //! Feeding dashboards: Unix time and series labels in the views (worked out by hand), the Grafana
-//! dashboard's SQL through the sqlite3 program, Datasette's metadata through a real Datasette, and
-//! the pandas example.
+//! dashboard's SQL through the sqlite3 program (panels and figures), and the pandas example.
+//! Datasette is in `datasette`.
 
 use std::path::Path;
 
@@ -123,7 +123,7 @@ fn views_give_unix_time_from_wall_clocks_and_a_label_per_series() {
 }
 
 /// The demo's database, made once per test that needs it.
-fn demo_db(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn demo_db(dir: &Path) -> std::path::PathBuf {
     let output = crate::common::memstate()
         .arg("demo")
         .arg("--dir")
@@ -171,17 +171,58 @@ fn sqlite3_rows(db: &Path, sql: &str) -> Vec<serde_json::Map<String, Value>> {
         .unwrap_or_else(|error| panic!("{error}: {text}"))
 }
 
-#[test]
-#[cfg_attr(
-    not(has_sqlite3),
-    ignore = "sqlite3 is not installed (.ci/run installs it)"
-)]
-fn every_grafana_panel_query_returns_rows_with_its_time_column() {
+/// A Grafana variable's query or a panel's SQL with the variables as Grafana fills them.
+fn substitute(sql: &str, values: &[(String, Vec<String>)], from_ms: i64, to_ms: i64) -> String {
+    let mut sql = sql
+        .replace("$__from", &from_ms.to_string())
+        .replace("$__to", &to_ms.to_string());
+    for (name, chosen) in values {
+        let quoted: Vec<String> = chosen
+            .iter()
+            .map(|value| format!("'{}'", value.replace('\'', "''")))
+            .collect();
+        sql = sql
+            .replace(&format!("${{{name}:singlequote}}"), &quoted.join(","))
+            .replace(&format!("${{{name}}}"), &chosen.join(","))
+            .replace(&format!("${name}"), &chosen.join(","));
+    }
+    assert!(!sql.contains('$'), "a variable left in:\n{sql}");
+    sql
+}
+
+/// The demo database with the Grafana dashboard's variables filled and its SQL targets gathered.
+struct Grafana {
+    _dir: tempfile::TempDir,
+    db: std::path::PathBuf,
+    conn: Connection,
+    values: Vec<(String, Vec<String>)>,
+    targets: Vec<(String, Value)>,
+    /// The run's first and last Unix times, and the dashboard's range around them.
+    first: f64,
+    last: f64,
+    from_ms: i64,
+    to_ms: i64,
+}
+
+impl Grafana {
+    /// A target's SQL with the variables filled.
+    fn sql(&self, target: usize) -> String {
+        substitute(
+            self.targets[target].1["rawQueryText"].as_str().unwrap(),
+            &self.values,
+            self.from_ms,
+            self.to_ms,
+        )
+    }
+}
+
+/// None when the sqlite3 program is missing (and CI is not set).
+fn grafana() -> Option<Grafana> {
     if !crate::common::have(
         "sqlite3",
         "to run the Grafana dashboard's SQL as its data source would",
     ) {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let db = demo_db(dir.path());
@@ -195,24 +236,6 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
     // The variables as Grafana fills them: each variable's own query gives its choices (the first
     // is taken, or all for a multi-value one with All).
     let mut values: Vec<(String, Vec<String>)> = Vec::new();
-    let substitute =
-        |sql: &str, values: &[(String, Vec<String>)], from_ms: i64, to_ms: i64| -> String {
-            let mut sql = sql
-                .replace("$__from", &from_ms.to_string())
-                .replace("$__to", &to_ms.to_string());
-            for (name, chosen) in values {
-                let quoted: Vec<String> = chosen
-                    .iter()
-                    .map(|value| format!("'{}'", value.replace('\'', "''")))
-                    .collect();
-                sql = sql
-                    .replace(&format!("${{{name}:singlequote}}"), &quoted.join(","))
-                    .replace(&format!("${{{name}}}"), &chosen.join(","))
-                    .replace(&format!("${name}"), &chosen.join(","));
-            }
-            assert!(!sql.contains('$'), "a variable left in:\n{sql}");
-            sql
-        };
     for variable in dashboard["templating"]["list"].as_array().unwrap() {
         let name = variable["name"].as_str().unwrap().to_string();
         assert_eq!(variable["datasource"]["type"], "frser-sqlite-datasource");
@@ -285,18 +308,51 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
         }
     }
     assert_eq!(targets.len(), 5, "four panels and the OOM annotations");
-    for (title, target) in &targets {
+    Some(Grafana {
+        _dir: dir,
+        db,
+        conn,
+        values,
+        targets,
+        first,
+        last,
+        from_ms,
+        to_ms,
+    })
+}
+
+#[test]
+#[cfg_attr(
+    not(has_sqlite3),
+    ignore = "sqlite3 is not installed (.ci/run installs it)"
+)]
+fn every_grafana_panel_query_returns_rows_with_its_time_column() {
+    let Some(grafana) = grafana() else {
+        return;
+    };
+    let Grafana {
+        db,
+        values,
+        targets,
+        first,
+        last,
+        from_ms,
+        to_ms,
+        ..
+    } = &grafana;
+    let (first, last, from_ms, to_ms) = (*first, *last, *from_ms, *to_ms);
+    for (title, target) in targets.iter() {
         assert_eq!(
             target["datasource"]["uid"], "memstate",
             "{title}: the provisioned data source"
         );
         let sql = substitute(
             target["rawQueryText"].as_str().unwrap(),
-            &values,
+            values,
             from_ms,
             to_ms,
         );
-        let rows = sqlite3_rows(&db, &sql);
+        let rows = sqlite3_rows(db, &sql);
         assert!(!rows.is_empty(), "{title}: no rows:\n{sql}");
         let time_columns: Vec<&str> = target["timeColumns"]
             .as_array()
@@ -322,31 +378,36 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
         }
         eprintln!("grafana: {title}: {} rows", rows.len());
     }
+}
+
+#[test]
+#[cfg_attr(
+    not(has_sqlite3),
+    ignore = "sqlite3 is not installed (.ci/run installs it)"
+)]
+fn grafana_panel_figures_agree_with_sql_over_the_views() {
+    let Some(grafana) = grafana() else {
+        return;
+    };
+    let Grafana {
+        db, conn, values, ..
+    } = &grafana;
+    let db = db.as_path();
     // The provenance table, checked by a second method: the allocations view at that snapshot.
-    let table = substitute(
-        targets[3].1["rawQueryText"].as_str().unwrap(),
-        &values,
-        from_ms,
-        to_ms,
-    );
-    let listed: i64 = sqlite3_rows(&db, &table)
+    let table = grafana.sql(3);
+    let listed: i64 = sqlite3_rows(db, &table)
         .iter()
         .map(|row| row["allocations"].as_i64().unwrap())
         .sum();
-    let live = sqlite3_rows(&db, &format!("SELECT count(*) AS n FROM allocations WHERE state IN ('valid', 'pending_alloc') AND snapshot_id = (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {} ORDER BY seq DESC LIMIT 1)", values[1].1[0]));
+    let live = sqlite3_rows(db, &format!("SELECT count(*) AS n FROM allocations WHERE state IN ('valid', 'pending_alloc') AND snapshot_id = (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {} ORDER BY seq DESC LIMIT 1)", values[1].1[0]));
     assert!(
         listed > 0 && listed <= live[0]["n"].as_i64().unwrap(),
         "the 25 biggest holders are among the live allocations"
     );
     // The stacked kinds, checked by a second method: at the node's last snapshot, each kind's
     // last step equals the sum over that snapshot's allocations.
-    let by_kind = substitute(
-        targets[2].1["rawQueryText"].as_str().unwrap(),
-        &values,
-        from_ms,
-        to_ms,
-    );
-    let steps = sqlite3_rows(&db, &by_kind);
+    let by_kind = grafana.sql(2);
+    let steps = sqlite3_rows(db, &by_kind);
     let mut last_step: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
     for row in &steps {
         last_step.insert(
@@ -357,7 +418,7 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
     last_step.retain(|_, bytes| *bytes != 0);
     let node = &values[1].1[0];
     let summed = sqlite3_rows(
-        &db,
+        db,
         &format!(
             "SELECT kind, sum(size) AS bytes FROM allocations WHERE state <> 'pending_alloc' AND snapshot_id =
                (SELECT snapshot_id FROM snapshots WHERE run = 'demo-seed1' AND node = {node} ORDER BY seq DESC LIMIT 1) GROUP BY kind"
@@ -381,13 +442,8 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
             |row| row.get(0),
         )
         .unwrap();
-    let annotation = substitute(
-        targets[4].1["rawQueryText"].as_str().unwrap(),
-        &values,
-        from_ms,
-        to_ms,
-    );
-    let rows = sqlite3_rows(&db, &annotation);
+    let annotation = grafana.sql(4);
+    let rows = sqlite3_rows(db, &annotation);
     assert_eq!(rows.len() as i64, ooms);
     assert!(
         rows[0]["text"]
@@ -396,277 +452,6 @@ fn every_grafana_panel_query_returns_rows_with_its_time_column() {
             .contains("bytes in GPU_FB_MEM 0x1e"),
         "{rows:?}"
     );
-}
-
-/// GET a URL of a local server (HTTP/1.0, no keep-alive): the status and the body.
-fn http_get(port: u16, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
-        .unwrap();
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).unwrap();
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
-}
-
-fn query_string(pairs: &[(&str, String)]) -> String {
-    let encode = |text: &str| -> String {
-        text.bytes()
-            .map(|byte| match byte {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (byte as char).to_string()
-                }
-                other => format!("%{other:02X}"),
-            })
-            .collect()
-    };
-    pairs
-        .iter()
-        .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-/// A Datasette server on a free local port, stopped when dropped.
-struct Datasette(std::process::Child, u16);
-
-impl Drop for Datasette {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[test]
-#[cfg_attr(
-    not(has_datasette),
-    ignore = "Datasette is not installed (.ci/run installs it from PyPI)"
-)]
-fn datasette_serves_every_view_and_canned_query_as_memstate_gives_them() {
-    if !crate::common::have("datasette", "to serve the demo database with memstate's metadata (.ci/run installs it from PyPI in a virtual environment)") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let db = demo_db(dir.path());
-    let metadata_path = dir.path().join("metadata.json");
-    let output = crate::common::on_db(&db)
-        .args(["datasette-metadata", "--out"])
-        .arg(&metadata_path)
-        .arg("--plugins-dir")
-        .arg(dir.path().join("plugins"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let metadata: Value =
-        serde_json::from_str(&std::fs::read_to_string(&metadata_path).unwrap()).unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new("datasette")
-        .arg("serve")
-        .arg(&db)
-        .arg("-m")
-        .arg(&metadata_path)
-        .arg("--plugins-dir")
-        .arg(dir.path().join("plugins"))
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "--setting",
-            "max_returned_rows",
-            "100000",
-            "--setting",
-            "sql_time_limit_ms",
-            "20000",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let server = Datasette(child, port);
-    let started = std::time::Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", server.1)).is_err() {
-        assert!(started.elapsed().as_secs() < 60, "datasette did not start");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let get_json = |path: &str| -> Value {
-        let (status, body) = http_get(server.1, path);
-        assert_eq!(status, 200, "{path}: {body:.500}");
-        serde_json::from_str(&body).unwrap_or_else(|error| panic!("{path}: {error}: {body:.300}"))
-    };
-    // Datasette took the metadata: the views' descriptions and column meanings are served.
-    let served = get_json("/-/metadata.json");
-    assert_eq!(
-        served["databases"]["memstate"]["tables"]["memory_trend"]["description"],
-        metadata["databases"]["memstate"]["tables"]["memory_trend"]["description"]
-    );
-    let (_, page) = http_get(server.1, "/memstate/memory_trend");
-    assert!(
-        page.contains("flattened with its snapshot and memory")
-            && page.contains("seconds since the Unix epoch"),
-        "the view's page shows its description and columns"
-    );
-    // Sizes in binary units, as the command line prints them (the exact bytes in the tooltip),
-    // offsets in hex; the SQL box opens on a public view, not a private table.
-    let plugins = get_json("/-/plugins.json");
-    assert!(
-        plugins.to_string().contains("memstate_datasette"),
-        "{plugins}"
-    );
-    let capacity: i64 = conn_value(&db, "SELECT max(capacity) FROM memory_stats");
-    let (_, page) = http_get(
-        server.1,
-        &format!("/memstate/memory_stats?capacity={capacity}&_size=5"),
-    );
-    assert!(
-        page.contains(&format!(
-            "<span title=\"{} bytes\">{}</span>",
-            grouped(capacity),
-            memstate::units::human_size(capacity).replace(' ', "&nbsp;")
-        )),
-        "the capacity in binary units: {page:.3000}"
-    );
-    assert!(
-        page.contains("iB</span>") && !page.contains("&nbsp;MB"),
-        "{page:.3000}"
-    );
-    let (_, page) = http_get(server.1, "/memstate");
-    assert!(
-        page.contains("select * from snapshots order by snapshot_id desc limit 100"),
-        "{page:.3000}"
-    );
-    // Every view, through the JSON API, holds the rows memstate sql gives.
-    let views = metadata["databases"]["memstate"]["tables"]
-        .as_object()
-        .unwrap();
-    let mut checked = 0;
-    for (name, table) in views {
-        if table.get("hidden") == Some(&json!(true)) {
-            continue;
-        }
-        let from_datasette = get_json(&format!(
-            "/memstate/{name}.json?_shape=array&_nocount=1&_size=max"
-        ));
-        let output = crate::common::on_db(&db)
-            .args(["sql", "--format", "json", &format!("SELECT * FROM {name}")])
-            .output()
-            .unwrap();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{name}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let from_memstate: Vec<Value> = serde_json::from_slice(&output.stdout).unwrap();
-        let served_rows = from_datasette.as_array().unwrap();
-        // Served up to max_returned_rows (100,000 here, more than the demo's largest view): the
-        // same rows, in whatever order.
-        let sorted = |rows: &[Value]| -> Vec<String> {
-            let mut texts: Vec<String> = rows.iter().map(|row| row.to_string()).collect();
-            texts.sort();
-            texts
-        };
-        assert!(
-            from_memstate.len() < 100_000,
-            "{name}: the demo's views fit one page"
-        );
-        assert_eq!(
-            sorted(served_rows),
-            sorted(&from_memstate),
-            "{name}: Datasette and memstate sql differ"
-        );
-        checked += 1;
-    }
-    assert!(checked >= 12, "{checked} views");
-    // Every canned query, with parameters and with defaults left blank, equals memstate report.
-    let conn = Connection::open(&db).unwrap();
-    let (snapshot_id, memory_id, snapshot_name, handle): (i64, i64, String, String) = conn
-        .query_row(
-            "SELECT f.snapshot_id, f.memory_id, s.run || ':' || s.node || ':' || s.seq, m.handle
-             FROM failed_requests f JOIN snapshots s USING (snapshot_id) JOIN memories m USING (memory_id)
-             LIMIT 1",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-        )
-        .unwrap();
-    let queries = metadata["databases"]["memstate"]["queries"]
-        .as_object()
-        .unwrap();
-    assert_eq!(queries.len(), memstate::query::canned::all().len());
-    for (name, query) in queries {
-        let params: Vec<&str> = query["params"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|param| param.as_str().unwrap())
-            .collect();
-        // Defaults left blank (the run too: the demo holds one), every parameter given as an id,
-        // and given in the other forms the command line takes (RUN:NODE:SEQ, a memory's 0x id).
-        for variant in ["defaults", "given", "forms"] {
-            let mut pairs: Vec<(&str, String)> = vec![("_shape", "array".to_string())];
-            let mut report = vec![
-                "report".to_string(),
-                name.clone(),
-                "--format".to_string(),
-                "json".to_string(),
-            ];
-            for param in &params {
-                let value = match *param {
-                    "run" if variant == "defaults" => String::new(),
-                    "run" => "demo-seed1".to_string(),
-                    "snapshot_id" if variant == "forms" => snapshot_name.clone(),
-                    "snapshot_id" => snapshot_id.to_string(),
-                    "memory_id" if variant == "forms" => handle.clone(),
-                    "memory_id" => memory_id.to_string(),
-                    "top" if variant == "given" => "3".to_string(),
-                    "top" => String::new(),
-                    other => panic!("{name}: a parameter this test does not know: {other}"),
-                };
-                if !value.is_empty() {
-                    report.push("-p".to_string());
-                    report.push(format!("{param}={value}"));
-                }
-                pairs.push((param, value));
-            }
-            let from_datasette =
-                get_json(&format!("/memstate/{name}.json?{}", query_string(&pairs)));
-            let output = crate::common::on_db(&db).args(&report).output().unwrap();
-            assert_eq!(
-                output.status.code(),
-                Some(0),
-                "{report:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            let from_memstate: Value = serde_json::from_slice(&output.stdout).unwrap();
-            assert!(
-                !from_memstate.as_array().unwrap().is_empty(),
-                "{name} ({variant}) gives rows on the demo"
-            );
-            assert_eq!(
-                from_datasette, from_memstate,
-                "{name} ({variant}): Datasette and memstate report differ"
-            );
-        }
-    }
-    drop(server);
 }
 
 #[test]
@@ -760,25 +545,4 @@ fn the_pandas_example_reads_the_views_and_plots() {
         picture.starts_with(b"\x89PNG") && picture.len() > 10_000,
         "a PNG chart"
     );
-}
-
-/// One value of a query on the database.
-fn conn_value(db: &Path, sql: &str) -> i64 {
-    Connection::open(db)
-        .unwrap()
-        .query_row(sql, [], |row| row.get(0))
-        .unwrap()
-}
-
-/// A count with thousands separated by commas, as the plugin's tooltip writes it.
-fn grouped(count: i64) -> String {
-    let digits = count.to_string();
-    let mut out = String::new();
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
 }

@@ -239,14 +239,13 @@ fn one_database_and_its_shards_export_the_same_dataset_together_apart_or_in_para
     assert_eq!(without_import_times(dataset(&from_shards)), expected);
 }
 
-#[test]
-fn spans_and_figures_of_the_dataset_agree_with_the_database() {
-    let dir = tempfile::tempdir().unwrap();
-    let (one, _) = run_in_one_and_in_shards(dir.path());
-    let out = dir.path().join("data");
-    export(&[&one], &out);
-    let data = dataset(&out);
+/// (run, node, seq, memory handle): one memory at one snapshot.
+type Key = (String, i64, i64, String);
 
+/// The dataset's allocation and hole spans expanded into the snapshots each covers: per memory
+/// and snapshot, the allocations' (count, bytes) and the holes' (count, bytes, largest).
+#[allow(clippy::type_complexity)]
+fn expanded_spans(data: &Dataset) -> (BTreeMap<Key, (i64, i64)>, BTreeMap<Key, (i64, i64, i64)>) {
     // The seqs of each node, from the dataset's snapshots.
     let mut seqs: BTreeMap<(String, i64), Vec<i64>> = BTreeMap::new();
     for (path, (columns, rows)) in data.range("snapshots/".to_string()..) {
@@ -261,10 +260,9 @@ fn spans_and_figures_of_the_dataset_agree_with_the_database() {
             seqs.entry(partition_of(path)).or_default().push(value);
         }
     }
-    type Key = (String, i64, i64, String);
     // Expand every span into the snapshots it covers.
     let expand = |table: &str, mut add: Box<dyn FnMut(Key, i64) + '_>| {
-        for (path, (columns, rows)) in &data {
+        for (path, (columns, rows)) in data {
             if !path.starts_with(&format!("{table}/")) {
                 continue;
             }
@@ -304,6 +302,19 @@ fn spans_and_figures_of_the_dataset_agree_with_the_database() {
             entry.2 = entry.2.max(size);
         }),
     );
+
+    (allocations, holes)
+}
+
+#[test]
+fn spans_and_figures_of_the_dataset_agree_with_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let (one, _) = run_in_one_and_in_shards(dir.path());
+    let out = dir.path().join("data");
+    export(&[&one], &out);
+    let data = dataset(&out);
+
+    let (allocations, holes) = expanded_spans(&data);
 
     // The allocations view, counted and summed per snapshot and memory.
     let conn = Connection::open(&one).unwrap();

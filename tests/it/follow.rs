@@ -551,7 +551,7 @@ fn follow_reads_a_producers_log_as_it_grows() {
 /// range; the other inputs are imported and the follower goes on to the next dump.
 #[test]
 fn a_snapshot_out_of_range_is_refused_and_the_rest_imports_or_is_followed() {
-    use crate::sources::{block, pickled, segment, text, Py};
+    use crate::pickles::{block, pickled, segment, text, Py};
     let dir = tempfile::tempdir().unwrap();
     let top: i128 = (1i128 << 64) - 4096;
     let past = pickled(&Py::Dict(vec![
