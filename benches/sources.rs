@@ -111,6 +111,14 @@ impl<W: Write> Pickler<W> {
         let index = self.memoize();
         self.memo.insert(text.to_string(), index);
     }
+    /// A string of any length (BINUNICODE), memoized.
+    fn long_str(&mut self, text: &str) -> u32 {
+        let mut bytes = vec![b'X'];
+        bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(text.as_bytes());
+        self.op(&bytes);
+        self.memoize()
+    }
     fn int(&mut self, value: u64) {
         if value < 1 << 31 {
             let mut bytes = vec![b'J'];
@@ -401,6 +409,114 @@ fn bound_inputs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
     writeln!(out, "[0 - 7f4400a1c700]    5.000000 {{5}}{{default_mapper}}: Default mapper failed allocation of size 600 bytes for region  requirement 0 of task foo (UID 3) in memory 1e00000000000003 (GPU_FB_MEM) for processor 1d00000000000001 ").unwrap();
     out.flush().unwrap();
     inputs.push(("Realm status of 1M ranges", path));
+    inputs.extend(issue_46_inputs(dir));
+    inputs
+}
+
+/// The inputs of issue 46, items 1-4: small pickles that cost far more than their size.
+fn issue_46_inputs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
+    let mut inputs = Vec::new();
+    let path = dir.join("frames.pickle");
+    let mut p = pickler(&path);
+    p.dict(|p| {
+        p.str("segments");
+        p.list(|p| {
+            p.dict(|p| {
+                for (key, value) in [
+                    ("device", 0),
+                    ("address", 0x7f00_0000_0000),
+                    ("total_size", 1 << 21),
+                ] {
+                    p.str(key);
+                    p.int(value);
+                }
+                p.str("blocks");
+                p.list(|p| {
+                    p.dict(|p| {
+                        for (key, value) in [("address", 0x7f00_0000_0000), ("size", 4096)] {
+                            p.str(key);
+                            p.int(value);
+                        }
+                        p.str("state");
+                        p.str("active_allocated");
+                        p.str("frames");
+                        p.list(|p| {
+                            p.op(b"}");
+                            let frame = p.memoize();
+                            p.op(b"(");
+                            p.str("filename");
+                            p.long_str(&format!("/{}", "n".repeat((1 << 20) - 1)));
+                            p.str("line");
+                            p.int(7);
+                            p.op(b"u");
+                            for _ in 0..20_000 {
+                                p.get(frame);
+                            }
+                        });
+                    });
+                });
+            });
+        });
+    });
+    finish(p);
+    inputs.push(("a 1 MiB file name referred to by 20,000 frames", path));
+
+    let path = dir.join("keys.pickle");
+    let mut p = pickler(&path);
+    p.op(b"}");
+    p.memoize();
+    p.op(b"(");
+    let key = p.long_str(&"k".repeat(1 << 20));
+    p.op(b"N");
+    for _ in 0..100_000 {
+        p.get(key);
+        p.op(b"N");
+    }
+    p.op(b"u");
+    finish(p);
+    inputs.push(("a dict of 100,000 keys, one memoized 1 MiB string", path));
+
+    let path = dir.join("marks.pickle");
+    let mut p = pickler(&path);
+    for _ in 0..100_000_000 / 4096 {
+        p.op(&[b'('; 4096]);
+    }
+    finish(p);
+    inputs.push(("100 MB of MARK", path));
+
+    let path = dir.join("dups.pickle");
+    let mut p = pickler(&path);
+    p.op(b"N");
+    for _ in 0..50_000_000 / 4096 {
+        p.op(&[b'2'; 4096]);
+    }
+    finish(p);
+    inputs.push(("50 MB of DUP", path));
+
+    let path = dir.join("one-oom.pickle");
+    let mut p = pickler(&path);
+    p.dict(|p| {
+        segment_of_blocks(p, 1000);
+        p.str("device_traces");
+        p.list(|p| {
+            p.list(|p| {
+                let event = p.next;
+                p.dict(|p| {
+                    p.str("action");
+                    p.str("oom");
+                    p.str("size");
+                    p.int(1 << 30);
+                    p.str("time_us");
+                    p.int(1_000);
+                });
+                for _ in 0..10_000 {
+                    p.get(event);
+                }
+            });
+        });
+    });
+    finish(p);
+    inputs.push(("one oom event referred to 10,000 times, 1,000 blocks", path));
     inputs
 }
 

@@ -181,6 +181,14 @@ pub struct ReadArgs {
     #[arg(long, default_value_t = memstate::import::input::DEFAULT_MAX_RATIO, value_name = "N")]
     pub max_ratio: u64,
 
+    /// How many rows per byte of pickle the snapshots rebuilt from a PyTorch snapshot's trace
+    /// may hold, past 4M rows (each rebuilt snapshot counts as 64 rows, each memory and
+    /// allocation as one). A few `oom` events over thousands of blocks are far below it; one
+    /// event referred to thousands of times through the pickle's memo, which would take hours to
+    /// rebuild, is refused before anything is written. 0 for no limit.
+    #[arg(long, default_value_t = memstate::import::input::DEFAULT_MAX_ROW_RATIO, value_name = "N")]
+    pub max_row_ratio: u64,
+
     /// What the inputs are: found from each file's content (auto), memstate's own dumps, a log
     /// holding Legate's out-of-memory reports or Realm's allocator status, or a PyTorch allocator
     /// snapshot. A file that is none of these, or not the kind forced, is refused whole.

@@ -47,6 +47,7 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
             max_dump_size: args.max_dump_size,
             max_pickle_size: args.max_pickle_size,
             max_ratio: args.max_ratio,
+            max_row_ratio: args.max_row_ratio,
         },
         source: memstate::import::source::Options {
             kind: args.source.into(),

@@ -73,6 +73,20 @@ pub const DEFAULT_MAX_RATIO: u64 = 100;
 /// repeated character are not bombs).
 pub const RATIO_FLOOR: u64 = 64 << 20;
 
+/// The default for how many rows (each snapshot counted as [`SNAPSHOT_ROWS`], each memory and
+/// allocation as one, a provenance text as one per 128 bytes) a PyTorch snapshot's rebuilt
+/// snapshots may hold per byte of its pickle. A trace tells a rebuilt snapshot per `oom` event,
+/// each holding every block then live: 500 events over 5,000 blocks are 2.5M rows from 0.3 MB of
+/// pickle. One event referred to 10,000 times through the memo is 10M rows from 76 KB: hours of
+/// work from a file of any size, which a limit per byte stops.
+pub const DEFAULT_MAX_ROW_RATIO: u64 = 8;
+
+/// Below this many rows no PyTorch snapshot is refused for what it rebuilds.
+pub const ROW_FLOOR: u64 = 4_000_000;
+
+/// What one rebuilt snapshot counts as against [`Limits::max_row_ratio`], besides its rows.
+pub const SNAPSHOT_ROWS: u64 = 64;
+
 /// Bounds on what one input may take.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -83,6 +97,9 @@ pub struct Limits {
     /// How many times its compressed size a compressed input may expand to past [`RATIO_FLOOR`]
     /// (0: no limit).
     pub max_ratio: u64,
+    /// How many rows per byte of pickle the snapshots rebuilt from a PyTorch trace may hold past
+    /// [`ROW_FLOOR`] (0: no limit).
+    pub max_row_ratio: u64,
 }
 
 impl Default for Limits {
@@ -91,6 +108,7 @@ impl Default for Limits {
             max_dump_size: DEFAULT_MAX_DUMP_SIZE,
             max_pickle_size: DEFAULT_MAX_PICKLE_SIZE,
             max_ratio: DEFAULT_MAX_RATIO,
+            max_row_ratio: DEFAULT_MAX_ROW_RATIO,
         }
     }
 }

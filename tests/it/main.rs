@@ -18,6 +18,7 @@ mod house;
 mod logs;
 mod outputs;
 mod parquet_runner;
+mod pickle_bounds;
 mod pickles;
 mod queries;
 mod reader;

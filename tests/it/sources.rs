@@ -395,6 +395,7 @@ fn the_source_readers_never_panic_on_mangled_inputs() {
                     &bytes,
                     name,
                     Some(1 + round as u64 % 3),
+                    memstate::import::input::ROW_FLOOR,
                     &mut |_| Ok(()),
                 );
                 let _ = memstate::import::source::pickle::read(&bytes);

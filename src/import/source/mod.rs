@@ -128,6 +128,8 @@ pub struct Found {
     pub note: Option<String>,
     /// Format v1's `memories`.
     pub memories: Vec<write::Memory>,
+    /// Format v1's `strings`, which the memories' [`write::Text::Index`] values refer to.
+    pub strings: Vec<String>,
 }
 
 /// The run an input's dumps belong to: `--run`, else the file's name without its compression
@@ -192,7 +194,8 @@ fn record_of(found: Found, seq: i64, run: &str, display: &str) -> Record {
         pid: None,
     };
     let source = format!("{display}:{}", found.line);
-    let dump = write::Dump::new(run, snapshot, found.memories);
+    let mut dump = write::Dump::new(run, snapshot, found.memories);
+    dump.strings = found.strings;
     Record {
         source,
         text: dump.into_json(),

@@ -213,6 +213,7 @@ impl Reader {
             reason: "oom",
             note: Some(notes.join("; ")),
             memories: vec![value],
+            strings: Vec::new(),
         });
     }
 
@@ -229,6 +230,7 @@ impl Reader {
             reason: "oom",
             note: Some("Legion default mapper's failed allocation: the memory's capacity and contents are not printed".to_string()),
             memories: vec![value],
+            strings: Vec::new(),
         });
     }
 }

@@ -18,14 +18,17 @@
 //! rounding). `every` adds a rebuilt snapshot every that many events. The trailing `snapshot`
 //! entries make none of their own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use crate::dump::write;
 
 use std::io::{BufRead, Read};
 
+mod provenance;
 mod replay;
 
+use provenance::Provenances;
 use replay::{replay, Replayed, Stop};
 
 use super::pickle::{self, Pickle};
@@ -69,7 +72,13 @@ impl Source for Torch {
         if bytes.len() as u64 > limit {
             return Err(bad(display, format!("larger than {limit} bytes once decompressed, the limit for a PyTorch snapshot; refused (raise it with --max-pickle-size)")));
         }
-        read(&bytes, display, options.every, emit)
+        let rows = match limits.max_row_ratio {
+            0 => u64::MAX,
+            ratio => (bytes.len() as u64)
+                .saturating_mul(ratio)
+                .max(input::ROW_FLOOR),
+        };
+        read(&bytes, display, options.every, rows, emit)
     }
 }
 
@@ -116,7 +125,8 @@ enum State {
 struct Block {
     size: u64,
     state: State,
-    provenance: Option<String>,
+    /// Shared by the blocks allocated at the same place.
+    provenance: Option<Arc<str>>,
 }
 
 #[derive(Debug, Clone)]
@@ -189,36 +199,11 @@ fn unsigned(pickle: &Pickle, dict: pickle::Id, key: &str) -> Option<u64> {
         .and_then(|value| u64::try_from(value).ok())
 }
 
-/// Where a block was allocated: `file.py:LINE` of its innermost frame in the user's code. The
-/// frames are the block's own, or (PyTorch 2.0's legacy form) those of its first `history` entry,
-/// as MemoryViz's `annotate_snapshot` reads them.
-fn provenance(pickle: &Pickle, block: pickle::Id) -> Option<String> {
-    let frames = match pickle.get(block, "frames") {
-        Some(frames) => frames,
-        None => {
-            let history = pickle.items(pickle.get(block, "history")?)?;
-            pickle.get(*history.first()?, "frames")?
-        }
-    };
-    let frames = pickle.items(frames)?;
-    let frame = |index: pickle::Id| -> Option<String> {
-        let filename = pickle.str(pickle.get(index, "filename")?)?;
-        let line = pickle.int(pickle.get(index, "line")?)?;
-        Some(format!("{filename}:{line}"))
-    };
-    // The innermost frame of the user's own Python, else any Python frame, else the innermost.
-    let texts: Vec<String> = frames.iter().filter_map(|&index| frame(index)).collect();
-    let library = |text: &&String| text.contains("/site-packages/") || text.contains("/torch/");
-    texts
-        .iter()
-        .filter(|text| text.contains(".py:"))
-        .find(|text| !library(text))
-        .or_else(|| texts.iter().find(|text| text.contains(".py:")))
-        .or_else(|| texts.first())
-        .cloned()
-}
+/// The longest pool name (`segment_type`) read: PyTorch writes `large` or `small`.
+const LONGEST_POOL: usize = 64;
 
 fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
+    let mut provenances = Provenances::new(pickle.len());
     // A pickled bare list is the segments alone (`torch.cuda.memory_snapshot()`), which
     // `_memory_viz.py`'s `_read` takes as `{"segments": data, "traces": []}`.
     let list = pickle
@@ -243,16 +228,30 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                 "out of range: address 0x{address:x} + total_size {total_size} runs past 2^64"
             )));
         }
-        let device = pickle
-            .get(segment, "device")
-            .and_then(|value| pickle.int(value))
-            .and_then(|value| i64::try_from(value).ok())
-            .unwrap_or(0);
-        let pool = pickle
-            .get(segment, "segment_type")
-            .and_then(|value| pickle.str(value))
-            .unwrap_or("")
-            .to_string();
+        let device = match pickle.get(segment, "device") {
+            None => 0,
+            Some(value) => pickle
+                .int(value)
+                .and_then(|value| i64::try_from(value).ok())
+                .filter(|&device| device >= 0)
+                .ok_or_else(|| {
+                    place(&format!(
+                        "device is {}, not a CUDA device's index",
+                        pickle.describe(value)
+                    ))
+                })?,
+        };
+        let pool = match pickle.get(segment, "segment_type") {
+            None => String::new(),
+            Some(value) => match pickle.str_len(value) {
+                Some(length) if length > LONGEST_POOL => {
+                    return Err(place(&format!(
+                        "segment_type is a string of {length} bytes, not a pool's name"
+                    )))
+                }
+                _ => pickle.str(value).unwrap_or("").to_string(),
+            },
+        };
         let mut blocks = BTreeMap::new();
         let mut holes = Vec::new();
         // Blocks tile their segment in order: one without `address` (PyTorch 2.0) starts where
@@ -279,25 +278,44 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                         .is_some_and(|end| end <= total_size)
                 })
                 .ok_or_else(|| place(&format!("a block at 0x{at:x} lies outside the segment")))?;
-            let state = pickle
-                .get(block, "state")
-                .and_then(|value| pickle.str(value))
-                .unwrap_or("");
+            let state = pickle.get(block, "state").map(|value| {
+                let known = [
+                    "active_allocated",
+                    "active_pending_free",
+                    "active_awaiting_free",
+                    "inactive",
+                ];
+                (value, pickle.one_of(value, &known))
+            });
             let state = match state {
-                "active_allocated" => State::Active,
-                "active_pending_free" | "active_awaiting_free" => State::PendingFree,
-                "inactive" => {
+                Some((_, Some("active_allocated"))) => State::Active,
+                Some((_, Some("active_pending_free" | "active_awaiting_free"))) => {
+                    State::PendingFree
+                }
+                Some((_, Some(_))) => {
                     holes.push((offset, size));
                     continue;
                 }
-                other => return Err(place(&format!("a block in an unknown state {other:?}"))),
+                Some((value, None)) => {
+                    return Err(place(&format!(
+                        "a block in an unknown state {}",
+                        shown(pickle, value)
+                    )))
+                }
+                None => return Err(place("a block without a state")),
             };
+            if blocks.contains_key(&at) {
+                return Err(place(&format!(
+                    "a second block at 0x{at:x}: two blocks cannot share an address"
+                )));
+            }
+            let provenance = provenances.of(pickle, block).map_err(|why| place(&why))?;
             blocks.insert(
                 at,
                 Block {
                     size,
                     state,
-                    provenance: provenance(pickle, block),
+                    provenance,
                 },
             );
         }
@@ -372,24 +390,20 @@ fn events(pickle: &Pickle, display: &str, budget: usize) -> Result<Vec<(u32, pic
 
 /// One trace entry (folded by the pickle reader, or a dict of another shape), if it has an action.
 fn event(pickle: &Pickle, (device, entry): (u32, pickle::Id)) -> Option<Event> {
-    let known = |action: &str| {
-        ACTIONS
-            .iter()
-            .copied()
-            .find(|known| *known == action)
-            .unwrap_or("other")
-    };
+    let known = |action: pickle::Id| pickle.one_of(action, ACTIONS).unwrap_or("other");
     if let Some(folded) = pickle.trace_entry(entry) {
+        pickle.str_len(folded.action)?;
         return Some(Event {
             device: i64::from(device),
-            action: known(pickle.str(folded.action)?),
+            action: known(folded.action),
             addr: folded.addr.unwrap_or(0),
             size: folded.size.unwrap_or(0),
             time_us: folded.time_us.unwrap_or(0),
             device_free: folded.device_free,
         });
     }
-    let action = pickle.get(entry, "action").and_then(|a| pickle.str(a))?;
+    let action = pickle.get(entry, "action")?;
+    pickle.str_len(action)?;
     Some(Event {
         device: i64::from(device),
         action: known(action),
@@ -404,13 +418,22 @@ fn event(pickle: &Pickle, (device, entry): (u32, pickle::Id)) -> Option<Event> {
     })
 }
 
-/// The memories of a state, as format v1 writes them.
+/// The memories of a state, as format v1 writes them, and the dump's `strings`: each
+/// provenance written once per dump, however many blocks share it.
 fn memories(
     segments: &BTreeMap<u64, Segment>,
     failed: Option<(u64, u64, i64, Option<u64>)>,
     listed_holes: bool,
-) -> Vec<write::Memory> {
-    segments
+) -> (Vec<write::Memory>, Vec<String>) {
+    let mut strings: Vec<String> = Vec::new();
+    let mut interned: HashMap<*const u8, usize> = HashMap::new();
+    let mut intern = |text: &Arc<str>| {
+        *interned.entry(text.as_ptr()).or_insert_with(|| {
+            strings.push(text.to_string());
+            strings.len() - 1
+        })
+    };
+    let memories = segments
         .iter()
         .map(|(&start, segment)| {
             let allocations = segment
@@ -429,7 +452,10 @@ fn memories(
                         addr.saturating_sub(start),
                         block.size,
                     );
-                    allocation.provenance = block.provenance.clone().map(write::Text::from);
+                    allocation.provenance = block
+                        .provenance
+                        .as_ref()
+                        .map(|text| write::Text::Index(intern(text)));
                     allocation
                 })
                 .collect();
@@ -468,7 +494,34 @@ fn memories(
             }
             memory
         })
-        .collect()
+        .collect();
+    (memories, strings)
+}
+
+/// A value for a message: a short string quoted, anything else described.
+fn shown(pickle: &Pickle, value: pickle::Id) -> String {
+    match (pickle.str_len(value), pickle.str(value)) {
+        (Some(length), Some(text)) if length <= 64 => format!("{text:?}"),
+        _ => pickle.describe(value),
+    }
+}
+
+/// What a snapshot of `state` counts as against `--max-row-ratio`: [`input::SNAPSHOT_ROWS`], a
+/// row per memory and allocation, and one per 128 bytes of the provenance texts it writes.
+fn rows_of(state: &BTreeMap<u64, Segment>) -> u64 {
+    let mut texts: std::collections::HashSet<*const u8> = std::collections::HashSet::new();
+    let mut rows = input::SNAPSHOT_ROWS;
+    for segment in state.values() {
+        rows = rows.saturating_add(1 + segment.blocks.len() as u64);
+        for block in segment.blocks.values() {
+            if let Some(text) = &block.provenance {
+                if texts.insert(text.as_ptr()) {
+                    rows = rows.saturating_add(text.len() as u64 / 128);
+                }
+            }
+        }
+    }
+    rows
 }
 
 /// How many trace events a pickle of `bytes` bytes may tell, counting each time a memoized trace
@@ -491,6 +544,7 @@ pub fn read(
     bytes: &[u8],
     display: &str,
     every: Option<u64>,
+    max_rows: u64,
     emit: &mut dyn FnMut(Found) -> Result<()>,
 ) -> Result<()> {
     let pickle = pickle::read(bytes)
@@ -536,8 +590,22 @@ pub fn read(
     let mut counted = 0usize;
     let mut last_index = usize::MAX;
     let mut replayed = start;
+    // What the rebuilt snapshots hold, counted as the first pass meets them (it stops once past
+    // the limit, so that counting costs no more than the limit allows).
+    let mut rows = rows_of(&final_state);
     {
         let mut at_stop = |index: usize, stop: Stop<'_>| {
+            rows = rows.saturating_add(rows_of(stop.state));
+            if rows > max_rows {
+                return Err(bad(
+                    display,
+                    format!(
+                        "its trace rebuilds more than {max_rows} rows ({} snapshots so far) from {} bytes of pickle: the same events referred to over and over through the pickle's memo, or far more snapshots than a trace of its size tells; refused before any is written (raise the limit with --max-row-ratio, 0 for none)",
+                        counted + 1,
+                        bytes.len()
+                    ),
+                ));
+            }
             if counted > 0 && counted.is_multiple_of(chunk) && index != last_index {
                 checkpoints.push((
                     index + 1,
@@ -584,13 +652,15 @@ pub fn read(
                 ));
             }
             note.push_str(&replaced_note(replaced));
+            let (memories, strings) = memories(stop.state, stop.failed, false);
             held.push(Found {
                 line: 0,
                 node: 0,
                 time_ns: stop.time_ns,
                 reason: stop.reason,
                 note: Some(note),
-                memories: memories(stop.state, stop.failed, false),
+                memories,
+                strings,
             });
             Ok(())
         };
@@ -609,6 +679,7 @@ pub fn read(
             emit(found)?;
         }
     }
+    let (memories, strings) = memories(&final_state, None, true);
     emit(Found {
         line: stops + 1,
         node: 0,
@@ -618,6 +689,7 @@ pub fn read(
             "PyTorch allocator snapshot: the segments as they were when it was taken{}",
             replaced_note(replaced)
         )),
-        memories: memories(&final_state, None, true),
+        memories,
+        strings,
     })
 }

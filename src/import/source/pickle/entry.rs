@@ -49,10 +49,15 @@ const ENTRY_KEYS: &[&str] = &[
     "user_metadata",
 ];
 
+/// The length of the longest of [`ENTRY_KEYS`].
+const LONGEST_KEY: usize = 16;
+
 impl Reader<'_> {
-    fn str_at(&self, index: Id) -> Option<&str> {
+    /// A key as short as the keys of a trace entry are, read; a longer string (however long:
+    /// a memoized one may be met a million times) is not read at all.
+    fn short_key(&self, index: Id) -> Option<&str> {
         match self.arena.nodes[index as usize] {
-            Node::Str { start, len } => std::str::from_utf8(
+            Node::Str { start, len } if len as usize <= LONGEST_KEY => std::str::from_utf8(
                 self.bytes
                     .get(start as usize..start as usize + len as usize)?,
             )
@@ -79,7 +84,7 @@ impl Reader<'_> {
             device_free: None,
         };
         for pair in values.chunks(2) {
-            let Some(key) = self.str_at(pair[0]) else {
+            let Some(key) = self.short_key(pair[0]) else {
                 return false;
             };
             if !ENTRY_KEYS.contains(&key) {
@@ -90,7 +95,10 @@ impl Reader<'_> {
                 _ => None,
             };
             match key {
-                "action" if self.str_at(pair[1]).is_some() => entry.action = pair[1],
+                // A string node holds UTF-8 checked when it was read.
+                "action" if matches!(self.arena.nodes[pair[1] as usize], Node::Str { .. }) => {
+                    entry.action = pair[1]
+                }
                 "addr" | "size" | "device_free" => {
                     let Some(value) = number.and_then(|number| u64::try_from(number).ok()) else {
                         return false;

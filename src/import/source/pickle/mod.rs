@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 mod entry;
+mod opcodes;
 
 use entry::Folded;
 pub use entry::TraceEntry;
@@ -69,7 +70,18 @@ pub struct Pickle<'b> {
     pub replaced: u64,
     /// The string keys of each dict of more than [`INDEXED`] entries: a key looked up is then
     /// found at once, however often the dict is met (a memoized dict can be met many times).
-    indexed: HashMap<u32, HashMap<String, Id>>,
+    indexed: HashMap<u32, Index<'b>>,
+}
+
+/// The keys of one long dict, borrowed from the pickle's bytes (never copied): each key value
+/// hashed once however often the dict repeats it through the memo, so that building an index
+/// costs at most the pickle's own bytes.
+#[derive(Debug, Default)]
+struct Index<'b> {
+    keys: HashMap<&'b str, Id>,
+    /// Whether some key is a copied string (line form, or bytes that were not UTF-8), not
+    /// indexed: a key not found is then looked for among all of them.
+    copied_keys: bool,
 }
 
 /// Dicts longer than this are indexed.
@@ -93,12 +105,60 @@ impl Pickle<'_> {
     /// A dict's value for a string key.
     pub fn get(&self, dict: Id, key: &str) -> Option<Id> {
         match self.node(dict) {
-            Node::Dict(at) => match self.indexed.get(&at) {
-                Some(index) => index.get(key).copied(),
-                None => self.arena.dicts[at as usize]
+            Node::Dict(at) => {
+                if let Some(index) = self.indexed.get(&at) {
+                    if let Some(&value) = index.keys.get(key) {
+                        return Some(value);
+                    }
+                    if !index.copied_keys {
+                        return None;
+                    }
+                }
+                self.arena.dicts[at as usize]
                     .iter()
-                    .find_map(|&(k, v)| (self.str(k) == Some(key)).then_some(v)),
-            },
+                    .find_map(|&(k, v)| self.is(k, key).then_some(v))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a value is the string `text`: its length compared first, so that a long string
+    /// met again and again (through the memo) costs nothing to tell from a short one.
+    pub fn is(&self, index: Id, text: &str) -> bool {
+        match self.node(index) {
+            Node::Str { start, len } => {
+                len as usize == text.len()
+                    && self
+                        .bytes
+                        .get(start as usize..start as usize + len as usize)
+                        == Some(text.as_bytes())
+            }
+            Node::Text(at) => self.arena.texts[at as usize] == text,
+            _ => false,
+        }
+    }
+
+    /// Which of `texts` a value is, if a string and one of them.
+    pub fn one_of<'t>(&self, index: Id, texts: &[&'t str]) -> Option<&'t str> {
+        texts.iter().copied().find(|text| self.is(index, text))
+    }
+
+    /// A string's bytes, UTF-8 checked when it was read (not again).
+    pub fn str_bytes(&self, index: Id) -> Option<&[u8]> {
+        match self.node(index) {
+            Node::Str { start, len } => self
+                .bytes
+                .get(start as usize..start as usize + len as usize),
+            Node::Text(at) => Some(self.arena.texts[at as usize].as_bytes()),
+            _ => None,
+        }
+    }
+
+    /// A string's length in bytes, without reading it.
+    pub fn str_len(&self, index: Id) -> Option<usize> {
+        match self.node(index) {
+            Node::Str { len, .. } => Some(len as usize),
+            Node::Text(at) => Some(self.arena.texts[at as usize].len()),
             _ => None,
         }
     }
@@ -263,25 +323,37 @@ impl Reader<'_> {
         Ok(length as usize)
     }
 
-    /// Count `bytes` more against the budget; past it, the pickle is refused.
-    fn hold(&mut self, bytes: usize) -> Step<()> {
-        self.held = self.held.saturating_add(bytes);
+    /// What the stack and the memo hold, in bytes: their tables as allocated, not as filled.
+    fn beside_arena(&self) -> usize {
         let stack = self
             .stack
-            .len()
+            .capacity()
             .saturating_mul(std::mem::size_of::<Entry>());
-        if self.held.saturating_add(stack) > self.budget {
-            let mib = |bytes: usize| bytes >> 20;
-            return self.fail(
-                self.at,
-                format!(
-                    "the pickle builds more values than a PyTorch snapshot of its size could ({} MiB of values from {} MiB of pickle; memstate allows three times the pickle plus 32 MiB): not an allocator snapshot",
-                    mib(self.held.saturating_add(stack)),
-                    mib(self.bytes.len())
-                ),
-            );
+        let memo = self
+            .memo
+            .capacity()
+            .saturating_mul(std::mem::size_of::<Id>());
+        stack
+            .saturating_add(memo)
+            .saturating_add(self.sparse.capacity().saturating_mul(SPARSE_BYTES))
+    }
+
+    /// Count `bytes` more against the budget, with what the stack and the memo hold; past it,
+    /// the pickle is refused.
+    fn hold(&mut self, bytes: usize) -> Step<()> {
+        self.held = self.held.saturating_add(bytes);
+        let total = self.held.saturating_add(self.beside_arena());
+        if total > self.budget {
+            return self.fail(self.at, over_budget(total, self.bytes.len()));
         }
         Ok(())
+    }
+
+    /// Put an entry on the stack (a value, a mark, a value fetched again), counted.
+    fn stack_push(&mut self, entry: Entry) -> Step<()> {
+        grow(&mut self.stack);
+        self.stack.push(entry);
+        self.hold(0)
     }
 
     fn push(&mut self, node: Node) -> Step<()> {
@@ -291,12 +363,12 @@ impl Reader<'_> {
         self.hold(NODE_BYTES)?;
         grow(&mut self.arena.nodes);
         self.arena.nodes.push(node);
-        self.stack.push(Entry::Value(index));
-        Ok(())
+        self.stack_push(Entry::Value(index))
     }
 
-    fn push_sequence(&mut self, items: Vec<Id>, tuple: bool) -> Step<()> {
-        self.hold(CONTAINER_BYTES + items.len() * ITEM_BYTES)?;
+    fn push_sequence(&mut self, mut items: Vec<Id>, tuple: bool) -> Step<()> {
+        items.shrink_to_fit();
+        self.hold(CONTAINER_BYTES + items.capacity() * ITEM_BYTES)?;
         let at = self.arena.sequences.len() as u32;
         grow(&mut self.arena.sequences);
         self.arena.sequences.push(items);
@@ -319,13 +391,15 @@ impl Reader<'_> {
         match i64::try_from(value) {
             Ok(value) => self.push(Node::Int(value)),
             Err(_) => {
+                self.hold(std::mem::size_of::<i128>())?;
+                grow(&mut self.arena.wide);
                 self.arena.wide.push(value);
                 self.push(Node::Wide(self.arena.wide.len() as u32 - 1))
             }
         }
     }
 
-    fn remember(&mut self, key: u64, value: Id) {
+    fn remember(&mut self, key: u64, value: Id) -> Step<()> {
         self.memo_high = self.memo_high.max(Some(value));
         if key == self.memo.len() as u64 {
             self.sparse.remove(&key);
@@ -336,6 +410,7 @@ impl Reader<'_> {
         } else {
             self.sparse.insert(key, value);
         }
+        self.hold(0)
     }
 
     fn recall(&self, key: u64) -> Option<Id> {
@@ -389,6 +464,8 @@ impl Reader<'_> {
             // bytes that are not UTF-8: kept, those bytes replaced, and counted.
             let text = String::from_utf8_lossy(bytes).into_owned();
             self.replaced += 1;
+            self.hold(text.len().saturating_add(CONTAINER_BYTES))?;
+            grow(&mut self.arena.texts);
             self.arena.texts.push(text);
             return self.push(Node::Text(self.arena.texts.len() as u32 - 1));
         }
@@ -412,16 +489,23 @@ impl Reader<'_> {
         }
     }
 
+    /// Add items to a list or dict, counting what its table grows by.
     fn extend(&mut self, at: usize, container: Id, values: Vec<Id>) -> Step<()> {
-        self.hold(values.len() * ITEM_BYTES)?;
         match self.arena.nodes[container as usize] {
-            Node::List(index) => self.arena.sequences[index as usize].extend(values),
+            Node::List(index) => {
+                let list = &mut self.arena.sequences[index as usize];
+                let grown = grow_by(list, values.len());
+                list.extend(values);
+                self.hold(grown * ITEM_BYTES)?;
+            }
             Node::Dict(index) => {
                 if !values.len().is_multiple_of(2) {
                     return self.fail(at, "SETITEMS with an odd number of values");
                 }
-                self.arena.dicts[index as usize]
-                    .extend(values.chunks(2).map(|pair| (pair[0], pair[1])));
+                let dict = &mut self.arena.dicts[index as usize];
+                let grown = grow_by(dict, values.len() / 2);
+                dict.extend(values.chunks(2).map(|pair| (pair[0], pair[1])));
+                self.hold(grown * 2 * ITEM_BYTES)?;
             }
             _ => {
                 return self.fail(
@@ -432,214 +516,6 @@ impl Reader<'_> {
         }
         Ok(())
     }
-
-    fn run(&mut self) -> Step<Id> {
-        loop {
-            let at = self.at;
-            let opcode = self.take(1)?[0];
-            match opcode {
-                0x80 => {
-                    let protocol = self.take(1)?[0];
-                    if protocol > 5 {
-                        return self.fail(at, format!("pickle protocol {protocol} is not known"));
-                    }
-                }
-                0x95 => {
-                    self.uint(8)?; // FRAME: its length; the frame's bytes follow as usual
-                }
-                b'.' => return self.pop(at),
-                b'(' => self.stack.push(Entry::Mark),
-                b'0' => {
-                    self.pop(at)?;
-                }
-                b'1' => {
-                    self.since_mark(at)?;
-                }
-                b'2' => {
-                    let top = self.top(at)?;
-                    self.stack.push(Entry::Value(top));
-                }
-                b'N' => self.push(Node::None)?,
-                0x88 => self.push(Node::Bool(true))?,
-                0x89 => self.push(Node::Bool(false))?,
-                b'J' => {
-                    let value = self.uint(4)? as u32 as i32;
-                    self.push(Node::Int(i64::from(value)))?;
-                }
-                b'K' => {
-                    let value = self.uint(1)?;
-                    self.push(Node::Int(value as i64))?;
-                }
-                b'M' => {
-                    let value = self.uint(2)?;
-                    self.push(Node::Int(value as i64))?;
-                }
-                0x8a | 0x8b => {
-                    let length = self.length(if opcode == 0x8a { 1 } else { 4 })?;
-                    if length > 16 {
-                        return self.fail(at, "an integer wider than 128 bits");
-                    }
-                    let bytes = self.take(length)?;
-                    let mut value: i128 = 0;
-                    for (shift, byte) in bytes.iter().enumerate() {
-                        value |= i128::from(*byte) << (8 * shift);
-                    }
-                    if length > 0 && length < 16 && bytes[length - 1] & 0x80 != 0 {
-                        value -= 1i128 << (8 * length);
-                    }
-                    self.push_int(value)?;
-                }
-                b'G' => {
-                    let bytes = self.take(8)?;
-                    let mut array = [0u8; 8];
-                    array.copy_from_slice(bytes);
-                    self.push(Node::Float(f64::from_be_bytes(array)))?;
-                }
-                b'I' | b'L' => {
-                    let line = self.line()?;
-                    let text = String::from_utf8_lossy(line)
-                        .trim_end_matches('L')
-                        .to_string();
-                    match text.as_str() {
-                        "00" => self.push(Node::Bool(false))?,
-                        "01" => self.push(Node::Bool(true))?,
-                        number => match number.parse::<i128>() {
-                            Ok(value) => self.push_int(value)?,
-                            Err(_) => return self.fail(at, "an integer that does not read"),
-                        },
-                    }
-                }
-                b'F' => {
-                    let line = self.line()?;
-                    match String::from_utf8_lossy(line).parse::<f64>() {
-                        Ok(value) => self.push(Node::Float(value))?,
-                        Err(_) => return self.fail(at, "a float that does not read"),
-                    }
-                }
-                0x8c | b'X' | 0x8d => {
-                    let width = match opcode {
-                        0x8c => 1,
-                        b'X' => 4,
-                        _ => 8,
-                    };
-                    let length = self.length(width)?;
-                    self.string(at, length)?;
-                }
-                b'V' => {
-                    let line = self.line()?;
-                    let text = String::from_utf8_lossy(line).into_owned();
-                    self.replaced += u64::from(std::str::from_utf8(line).is_err());
-                    self.arena.texts.push(text);
-                    self.push(Node::Text(self.arena.texts.len() as u32 - 1))?;
-                }
-                b'C' | b'B' | 0x8e | b'U' | b'T' | 0x96 => {
-                    let width = match opcode {
-                        b'C' | b'U' => 1,
-                        b'B' | b'T' => 4,
-                        _ => 8,
-                    };
-                    let length = self.length(width)?;
-                    self.take(length)?;
-                    self.push(Node::Bytes)?;
-                }
-                b'}' => self.push_dict()?,
-                b']' => self.push_sequence(Vec::new(), false)?,
-                b')' => self.push_sequence(Vec::new(), true)?,
-                0x8f => self.push_sequence(Vec::new(), false)?, // EMPTY_SET, kept as a list
-                b'd' => {
-                    let values = self.since_mark(at)?;
-                    self.push_dict()?;
-                    let dict = self.top(at)?;
-                    self.extend(at, dict, values)?;
-                }
-                b'l' => {
-                    let values = self.since_mark(at)?;
-                    self.push_sequence(values, false)?;
-                }
-                b't' | 0x91 => {
-                    let values = self.since_mark(at)?;
-                    self.push_sequence(values, true)?;
-                }
-                0x85..=0x87 => {
-                    let count = usize::from(opcode - 0x84);
-                    let mut values = Vec::with_capacity(count);
-                    for _ in 0..count {
-                        values.push(self.pop(at)?);
-                    }
-                    values.reverse();
-                    self.push_sequence(values, true)?;
-                }
-                b'a' => {
-                    let value = self.pop(at)?;
-                    let list = self.top(at)?;
-                    self.extend(at, list, vec![value])?;
-                }
-                b'e' | 0x90 => {
-                    let values = self.since_mark(at)?;
-                    let list = self.top(at)?;
-                    self.extend(at, list, values)?;
-                }
-                b's' => {
-                    let value = self.pop(at)?;
-                    let key = self.pop(at)?;
-                    let dict = self.top(at)?;
-                    self.extend(at, dict, vec![key, value])?;
-                }
-                b'u' => {
-                    let values = self.since_mark(at)?;
-                    let dict = self.top(at)?;
-                    if !self.fold(dict, &values) {
-                        self.extend(at, dict, values)?;
-                    }
-                }
-                b'p' | b'q' | b'r' | 0x94 => {
-                    let key = match opcode {
-                        b'p' => String::from_utf8_lossy(self.line()?).parse::<u64>().ok(),
-                        b'q' => Some(self.uint(1)?),
-                        b'r' => Some(self.uint(4)?),
-                        // Python's: the memo's length, every key stored so far counted once.
-                        _ => Some((self.memo.len() + self.sparse.len()) as u64),
-                    };
-                    let Some(key) = key else {
-                        return self.fail(at, "a memo key that does not read");
-                    };
-                    let top = self.top(at)?;
-                    self.remember(key, top);
-                }
-                b'g' | b'h' | b'j' => {
-                    let key = match opcode {
-                        b'g' => String::from_utf8_lossy(self.line()?).parse::<u64>().ok(),
-                        b'h' => Some(self.uint(1)?),
-                        _ => Some(self.uint(4)?),
-                    };
-                    match key.and_then(|key| self.recall(key)) {
-                        Some(index) => self.stack.push(Entry::Value(index)),
-                        None => return self.fail(at, "a memo entry fetched before it was stored"),
-                    }
-                }
-                b'c' | 0x93 | b'R' | b'b' | b'i' | b'o' | 0x81 | 0x92 | 0x82 | 0x83 | 0x84
-                | b'P' | b'Q' | 0x97 | 0x98 => {
-                    let name = match opcode {
-                        b'c' => "GLOBAL",
-                        0x93 => "STACK_GLOBAL",
-                        b'R' => "REDUCE",
-                        b'b' => "BUILD",
-                        b'i' => "INST",
-                        b'o' => "OBJ",
-                        0x81 => "NEWOBJ",
-                        0x92 => "NEWOBJ_EX",
-                        0x82..=0x84 => "EXT",
-                        b'P' | b'Q' => "PERSID",
-                        _ => "an out-of-band buffer",
-                    };
-                    return self.fail(at, format!("the pickle uses {name}, which builds or calls objects; refused (an allocator snapshot never does, and memstate never runs a pickle's code)"));
-                }
-                other => {
-                    return self.fail(at, format!("unknown pickle opcode 0x{other:02x}; refused"));
-                }
-            }
-        }
-    }
 }
 
 /// Make room for one more item, a tenth more at a time (not doubling, as `push` does): the
@@ -649,6 +525,32 @@ fn grow<T>(table: &mut Vec<T>) {
     if table.len() == table.capacity() {
         table.reserve_exact((table.len() / 10).max(1024));
     }
+}
+
+/// Make room in a container for `more` items, an eighth more than it holds at least (not
+/// doubling: a list of millions filled by one APPENDS after another); how many slots it grew by.
+fn grow_by<T>(table: &mut Vec<T>, more: usize) -> usize {
+    let before = table.capacity();
+    if table.len().saturating_add(more) > before {
+        table.reserve_exact(more.max(table.len() / 8));
+    }
+    table.capacity() - before
+}
+
+/// What a key of a dict's index costs (about).
+const INDEX_BYTES: usize = 32;
+
+/// What an entry of the memo's table for keys out of order costs (about).
+const SPARSE_BYTES: usize = 24;
+
+/// The refusal of a pickle that builds more than its budget.
+fn over_budget(built: usize, bytes: usize) -> String {
+    let mib = |bytes: usize| bytes >> 20;
+    format!(
+        "the pickle builds more values than a PyTorch snapshot of its size could ({} MiB of values from {} MiB of pickle; memstate allows three times the pickle plus 32 MiB): not an allocator snapshot",
+        mib(built),
+        mib(bytes)
+    )
 }
 
 /// Read a pickle of plain data.
@@ -666,22 +568,55 @@ pub fn read(bytes: &[u8]) -> std::result::Result<Pickle<'_>, PickleError> {
         budget: budget(bytes.len()),
     };
     let root = reader.run()?;
+    let Reader {
+        arena,
+        replaced,
+        mut held,
+        budget,
+        stack,
+        memo,
+        sparse,
+        ..
+    } = reader;
+    drop((stack, memo, sparse));
     let mut pickle = Pickle {
         bytes,
-        arena: reader.arena,
+        arena,
         root,
-        replaced: reader.replaced,
+        replaced,
         indexed: HashMap::new(),
     };
     let mut indexed = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
     for (at, entries) in pickle.arena.dicts.iter().enumerate() {
         if entries.len() > INDEXED {
-            let mut index = HashMap::with_capacity(entries.len());
+            let mut index = Index::default();
+            seen.clear();
             for &(key, value) in entries {
-                if let Some(key) = pickle.str(key) {
-                    // The first of equal keys wins, as the linear lookup finds it.
-                    index.entry(key.to_string()).or_insert(value);
+                // A key value met again (the memo) is not read again: the first of equal keys
+                // wins, as the linear lookup finds it.
+                if !seen.insert(key) {
+                    continue;
                 }
+                match pickle.arena.nodes[key as usize] {
+                    Node::Str { start, len } => {
+                        let text = bytes
+                            .get(start as usize..start as usize + len as usize)
+                            .and_then(|text| std::str::from_utf8(text).ok());
+                        if let Some(text) = text {
+                            index.keys.entry(text).or_insert(value);
+                        }
+                    }
+                    Node::Text(_) => index.copied_keys = true,
+                    _ => {}
+                }
+            }
+            held = held.saturating_add(index.keys.capacity().saturating_mul(INDEX_BYTES));
+            if held > budget {
+                return Err(PickleError {
+                    at: bytes.len(),
+                    message: over_budget(held, bytes.len()),
+                });
             }
             indexed.insert(at as u32, index);
         }
