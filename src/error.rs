@@ -37,6 +37,11 @@ pub enum Error {
     #[error("{file}: {message}")]
     Read { file: String, message: String },
 
+    /// An input that is none of the kinds memstate reads (no dump, no log of a known producer,
+    /// no snapshot): refused when named, skipped when found inside a folder.
+    #[error("{file}: {message}")]
+    Unrecognized { file: String, message: String },
+
     /// The database could not be opened, migrated or written.
     #[error("{file}: {message}")]
     Database { file: String, message: String },
@@ -94,7 +99,7 @@ impl Error {
     /// The exit status this error maps to: 1 when an input was refused, 2 for usage or environment.
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Input { .. } | Error::Read { .. } => 1,
+            Error::Input { .. } | Error::Read { .. } | Error::Unrecognized { .. } => 1,
             Error::Database { .. }
             | Error::Usage(_)
             | Error::Query(_)
@@ -112,6 +117,11 @@ impl Error {
             file: file.display().to_string(),
             message: error.to_string(),
         }
+    }
+
+    /// Whether this is the refusal of an input that is none of the kinds memstate reads.
+    pub fn is_unrecognized(&self) -> bool {
+        matches!(self, Error::Unrecognized { .. })
     }
 
     /// Whether this is standard output closed by its reader (`memstate holes | head`): not an

@@ -16,7 +16,7 @@ use memstate::present::{Cell, Report, Table};
 use memstate::units::{counted, human, visible};
 use memstate::{db, Result};
 
-use super::{error_line, progress_bar, Printer};
+use super::{error_line, progress_bar, skipped_line, Printer};
 use crate::cli::{ImportArgs, ReadArgs, ValidateArgs};
 
 const BAR: &str = "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} inputs  {msg}";
@@ -36,6 +36,7 @@ fn show_events(bar: &ProgressBar) -> impl FnMut(ImportEvent) + '_ {
             summary.refused
         )),
         ImportEvent::Refused { error } => bar.suspend(|| note!("{}", error_line(error))),
+        ImportEvent::Skipped { error } => bar.suspend(|| note!("{}", skipped_line(error))),
     }
 }
 
@@ -99,8 +100,8 @@ fn summary_report<'r>(
         }
         if summary.ignored_files > 0 {
             line.push_str(&format!(
-                ", {} ignored",
-                counted(summary.ignored_files, "non-dump file")
+                ", {} skipped (none of the inputs memstate reads)",
+                counted(summary.ignored_files, "file")
             ));
         }
         if summary.skipped > 0 {
@@ -213,6 +214,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
                 last_landed = Some((run.to_string(), node, seq, Instant::now()))
             }
             FollowEvent::Refused { error } => bar.suspend(|| note!("{}", error_line(error))),
+            FollowEvent::Skipped { error } => bar.suspend(|| note!("{}", skipped_line(error))),
             FollowEvent::OutOfMemory {
                 run,
                 node,

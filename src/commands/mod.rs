@@ -187,6 +187,11 @@ pub fn error_line(error: &Error) -> String {
     format!("error: {}", visible_lines(&error.to_string()))
 }
 
+/// How a file skipped (found in a folder, no input memstate reads) is said.
+pub fn skipped_line(error: &Error) -> String {
+    format!("skipped: {}", visible_lines(&error.to_string()))
+}
+
 /// A progress bar on stderr; indicatif hides it when stderr is not a terminal.
 fn progress_bar(quiet: bool, template: &str) -> ProgressBar {
     if quiet {

@@ -42,6 +42,9 @@ pub struct Input {
     /// How the user sees it: the path as given or found, or `-`.
     pub display: String,
     pub form: Form,
+    /// For a file found inside a folder the user named: that folder's index in
+    /// [`Expanded::folders`]. Such a file that is no input memstate reads is skipped, not refused.
+    pub folder: Option<usize>,
 }
 
 /// What expanding the user's paths found.
@@ -50,7 +53,12 @@ pub struct Expanded {
     pub inputs: Vec<Input>,
     /// Paths that could not be read at all (missing, unreadable folders).
     pub errors: Vec<Error>,
-    /// Files inside folders whose names are not those of dumps, skipped.
+    /// The folders the user named, as named.
+    pub folders: Vec<String>,
+    /// Those of them that hold no file at all.
+    pub empty_folders: Vec<String>,
+    /// Files inside folders skipped before being read (none today: every file found in a folder
+    /// is told by its content, see [`crate::import::source::open`]).
     pub ignored_files: u64,
     /// Entries inside folders that are not regular files or folders (FIFOs, sockets, devices,
     /// links to folders, broken links), skipped.
@@ -141,18 +149,28 @@ pub fn expand(paths: &[String]) -> Expanded {
                 path: None,
                 display: "-".to_string(),
                 form: Form::Sniff,
+                folder: None,
             });
             continue;
         }
         let path = PathBuf::from(given);
         match std::fs::metadata(&path) {
-            Ok(metadata) if metadata.is_dir() => walk(&path, &mut expanded, &mut visited),
+            Ok(metadata) if metadata.is_dir() => {
+                let folder = expanded.folders.len();
+                expanded.folders.push(given.clone());
+                let before = expanded.inputs.len();
+                walk(&path, folder, &mut expanded, &mut visited);
+                if expanded.inputs.len() == before {
+                    expanded.empty_folders.push(given.clone());
+                }
+            }
             Ok(_) => {
                 let form = form_from_name(given).unwrap_or(Form::Sniff);
                 expanded.inputs.push(Input {
                     path: Some(path),
                     display: given.clone(),
                     form,
+                    folder: None,
                 });
             }
             Err(error) => expanded.errors.push(Error::Read {
@@ -165,8 +183,10 @@ pub fn expand(paths: &[String]) -> Expanded {
 }
 
 /// Walk a folder: real subfolders (each once, by device and inode), regular files and links to
-/// regular files; links to folders, and anything else, are counted as skipped.
-fn walk(folder: &Path, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)>) {
+/// regular files; links to folders, and anything else, are counted as skipped. Every file is an
+/// input: one named as a dump is read as its name says, any other is told by its content (a
+/// pickle or a log named anyhow), as a file named on the command line is.
+fn walk(folder: &Path, given: usize, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)>) {
     if let Ok(metadata) = std::fs::metadata(folder) {
         if !visited.insert((metadata.dev(), metadata.ino())) {
             return;
@@ -204,20 +224,18 @@ fn walk(folder: &Path, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)
             None
         };
         match kind {
-            Some(true) => walk(&path, expanded, visited),
+            Some(true) => walk(&path, given, expanded, visited),
             Some(false) => {
                 let name = path
                     .file_name()
                     .map(|name| name.to_string_lossy().into_owned())
                     .unwrap_or_default();
-                match form_from_name(&name) {
-                    Some(form) => expanded.inputs.push(Input {
-                        display: path.display().to_string(),
-                        path: Some(path),
-                        form,
-                    }),
-                    None => expanded.ignored_files += 1,
-                }
+                expanded.inputs.push(Input {
+                    display: path.display().to_string(),
+                    form: form_from_name(&name).unwrap_or(Form::Sniff),
+                    path: Some(path),
+                    folder: Some(given),
+                });
             }
             None => expanded.skipped += 1,
         }
@@ -425,6 +443,12 @@ impl Records {
     /// The input's first bytes (decompressed), not consumed: what a reader decides its kind from.
     pub fn peek(&mut self) -> io::Result<&[u8]> {
         self.reader.fill_buf()
+    }
+
+    /// A failure to read the input (its first bytes, say), as the user is told it: corrupt
+    /// compressed data named as such.
+    pub fn error_of(&mut self, error: io::Error) -> Error {
+        self.read_error("", error)
     }
 
     /// The decompressed input itself, for a reader that takes it whole.

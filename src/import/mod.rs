@@ -59,7 +59,8 @@ pub struct ImportSummary {
     pub annotations: u64,
     /// Allocations in the dumps imported or replaced (for `validate`: in the dumps that passed).
     pub allocations: u64,
-    /// Files in folders skipped because their names are not those of dumps.
+    /// Files in folders skipped because they are no input memstate reads (each named in an
+    /// [`ImportEvent::Skipped`]).
     pub ignored_files: u64,
     /// Entries in folders that are not regular files (FIFOs, sockets, devices, links to folders).
     pub skipped: u64,
@@ -96,12 +97,16 @@ pub enum ImportEvent<'a> {
     InputDone,
     /// A record or input was refused.
     Refused { error: &'a Error },
+    /// A file found in a folder is no input memstate reads: skipped (the error says why).
+    Skipped { error: &'a Error },
 }
 
 /// What the pipeline hands to the writer, in input order; what [`take`] makes of one record.
 pub(crate) enum Item {
     Record(Record),
     Refused(Error),
+    /// A file found in a folder that is no input memstate reads; its input's end follows.
+    Skipped(Error),
     InputDone,
     /// Reading or parsing panicked: a bug, reported as an error naming the input.
     Crashed(Error),
@@ -250,6 +255,7 @@ struct Pipeline {
     ignored_files: u64,
     skipped: u64,
     path_errors: Vec<Error>,
+    empty_folders: Vec<String>,
 }
 
 /// Start reading `paths`: a reading thread and `workers` parsing threads.
@@ -284,13 +290,40 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
             index += 1;
             true
         };
+        // The folder the inputs read last were found in, and whether any of its files was an
+        // input memstate reads: a folder that yields none is refused once its files are read.
+        let mut folder: Option<(usize, bool)> = None;
+        let yielded_nothing = |folder: Option<(usize, bool)>, send: &mut dyn FnMut(Job) -> bool| {
+            match folder {
+                Some((index, false)) => {
+                    let named = expanded.folders.get(index).cloned().unwrap_or_default();
+                    room()
+                        && send(Job::Ready(Item::Refused(Error::Unrecognized {
+                            file: named,
+                            message: "no file in it is an input memstate reads (a memstate dump, a Legate or Realm log, a PyTorch allocator snapshot); nothing imported from it".to_string(),
+                        })))
+                }
+                _ => true,
+            }
+        };
         for input in &expanded.inputs {
+            if folder.map(|(index, _)| index) != input.folder {
+                if !yielded_nothing(folder, &mut send) {
+                    break;
+                }
+                folder = input.folder.map(|index| (index, false));
+            }
+            let mut recognized = true;
             // On `true`, room is held for the input's end marker.
             let outcome = catch_unwind(AssertUnwindSafe(|| -> bool {
                 if !room() {
                     return false;
                 }
                 let records = match source::open(input, limits, &sources) {
+                    Err(error) if input.folder.is_some() && error.is_unrecognized() => {
+                        recognized = false;
+                        return send(Job::Ready(Item::Skipped(error))) && room();
+                    }
                     Err(error) => return send(Job::Ready(Item::Refused(error))) && room(),
                     Ok(records) => records,
                 };
@@ -318,10 +351,15 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                     false
                 }
             };
+            if let Some((_, yielded)) = folder.as_mut() {
+                *yielded |= recognized;
+            }
             if !going_on || !send(Job::Ready(Item::InputDone)) {
+                folder = None;
                 break;
             }
         }
+        yielded_nothing(folder, &mut send);
     }));
     let jobs = Arc::new(Mutex::new(job_receiver));
     for _ in 0..workers {
@@ -354,6 +392,7 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         ignored_files: expanded.ignored_files,
         skipped: expanded.skipped,
         path_errors: expanded.errors,
+        empty_folders: expanded.empty_folders,
     }
 }
 
@@ -449,6 +488,13 @@ fn begin(
     for error in &pipeline.path_errors {
         refused(&mut summary, error, report);
     }
+    for folder in &pipeline.empty_folders {
+        let error = Error::Unrecognized {
+            file: folder.clone(),
+            message: "the folder holds no file; nothing imported from it".to_string(),
+        };
+        refused(&mut summary, &error, report);
+    }
     (summary, pipeline)
 }
 
@@ -478,6 +524,8 @@ pub(crate) fn drive(
     let started = Instant::now();
     let (mut summary, pipeline) = begin(paths, options, report);
     let stopped = || stop.is_some_and(|stop| stop.load(Ordering::SeqCst));
+    // A skipped file is no input: its end is not counted as one read.
+    let mut skipping = false;
     let ran = pipeline.run(stop, &mut |item| {
         if stopped() {
             return Err(Error::Interrupted);
@@ -485,7 +533,13 @@ pub(crate) fn drive(
         match item {
             Item::Record(record) => write(&mut summary, record, report)?,
             Item::Refused(error) => refused(&mut summary, &error, report),
+            Item::Skipped(error) => {
+                summary.ignored_files += 1;
+                skipping = true;
+                report(ImportEvent::Skipped { error: &error });
+            }
             Item::Crashed(error) => return Err(error),
+            Item::InputDone if skipping => skipping = false,
             Item::InputDone => {
                 summary.inputs += 1;
                 report(ImportEvent::InputDone);

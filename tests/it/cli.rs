@@ -66,7 +66,8 @@ fn a_folder_is_walked_recursively_and_other_files_are_counted() {
         "{out}"
     );
     assert!(
-        out.contains("2 non-dump files ignored") && out.contains("from 6 inputs"),
+        out.contains("2 files skipped (none of the inputs memstate reads)")
+            && out.contains("from 6 inputs"),
         "{out}"
     );
     assert_eq!(

@@ -515,6 +515,7 @@ fn fuzz_the_sources() {
             path: Some(path.clone()),
             display: name.clone(),
             form: memstate::import::input::Form::Sniff,
+            folder: None,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| -> memstate::Result<Vec<Document>> {
             let records = memstate::import::source::open(

@@ -10,6 +10,7 @@ mod db;
 mod export;
 mod export_whole;
 mod figures;
+mod folders;
 mod follow;
 mod fuzz;
 mod hardening;

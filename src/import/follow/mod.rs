@@ -70,6 +70,8 @@ pub enum FollowEvent<'a> {
     },
     /// A dump or an input was refused (once).
     Refused { error: &'a Error },
+    /// A file found in a folder is no input memstate reads (said once a version of it).
+    Skipped { error: &'a Error },
     /// A dump that landed holds a failed request: the moment a user following a job waits for.
     OutOfMemory {
         run: &'a str,
@@ -99,6 +101,8 @@ struct Follower<'d> {
     said: HashSet<String>,
     /// Files seen changed (read again, or waited for): activity that lands nothing yet.
     changes: u64,
+    /// Files found in folders whose last version read is no input memstate reads.
+    skipped_files: HashSet<PathBuf>,
 }
 
 /// Follow `paths` until `stop` is set, importing into `database`; the counts at the end.
@@ -122,6 +126,7 @@ pub fn follow(
         files: HashMap::new(),
         said: HashSet::new(),
         changes: 0,
+        skipped_files: HashSet::new(),
     };
     let (wake, woken) = mpsc::channel::<()>();
     let mut watcher = if options.events {
@@ -268,7 +273,7 @@ impl Follower<'_> {
                 report(FollowEvent::Refused { error });
             }
         }
-        self.summary.ignored_files = expanded.ignored_files;
+        self.summary.ignored_files = expanded.ignored_files + self.skipped_files.len() as u64;
         self.summary.skipped = expanded.skipped;
         self.summary.inputs = expanded.inputs.len() as u64;
         for input in &expanded.inputs {
@@ -333,7 +338,7 @@ impl Follower<'_> {
     fn land(&mut self, item: Item, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
         let record = match item {
             Item::Record(record) => record,
-            Item::Refused(error) => {
+            Item::Refused(error) | Item::Skipped(error) => {
                 self.refuse(&error, report);
                 return Ok(());
             }
@@ -420,8 +425,22 @@ impl Follower<'_> {
                 .into_iter()
                 .map(|record| import::take(record.source, record.text, options))
                 .collect(),
+            // A file in a folder that is none of the kinds read: skipped until it changes (a
+            // log whose first report is still to come is read again once it grows).
+            Err(error) if input.folder.is_some() && error.is_unrecognized() => {
+                *done = Some(now);
+                *failing = None;
+                if self.skipped_files.insert(path.to_path_buf()) {
+                    self.summary.ignored_files = self.skipped_files.len() as u64;
+                    report(FollowEvent::Skipped { error: &error });
+                }
+                return Ok(());
+            }
             Err(error) => vec![Item::Refused(error)],
         };
+        if self.skipped_files.remove(path) {
+            self.summary.ignored_files = self.skipped_files.len() as u64;
+        }
         // Not parsed yet: perhaps still being written; refused once it has had `settle`.
         if items.iter().any(|item| matches!(item, Item::Refused(_))) && !settled {
             *failing = Some((now, Instant::now()));

@@ -220,7 +220,7 @@ fn not_memstate(head: &[u8]) -> Option<String> {
 
 /// The refusal of an input of none of the kinds tried, naming each with what it lacked.
 fn refused(display: &str, kinds: &[String]) -> Error {
-    Error::Read {
+    Error::Unrecognized {
         file: display.to_string(),
         message: format!(
             "not an input memstate reads; tried {}; nothing of it is imported",
@@ -295,16 +295,32 @@ pub fn open(
     let mut not_json = None;
     let tried: Vec<&dyn Source> = match options.kind {
         Kind::Memstate => return Ok(Box::new(records)),
-        // A file named as a dump (.json, .ndjson, .jsonl) is one; other names are told by content.
-        Kind::Auto if input.form != input::Form::Sniff => return Ok(Box::new(records)),
         Kind::Auto => {
+            if let Err(error) = records.peek() {
+                return Err(records.error_of(error));
+            }
             let head = records.peek().map_err(|error| Error::Read {
                 file: input.display.clone(),
                 message: input::describe_io(&error),
             })?;
             let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
             if let Some(source) = SOURCES.iter().copied().find(|source| source.claims(head)) {
+                // The content decides: a pickle saved as `snapshot.json` is a pickle.
                 vec![source]
+            } else if input.form != input::Form::Sniff {
+                // A file named as a dump (.json, .ndjson, .jsonl) is one.
+                return Ok(Box::new(records));
+            } else if head.is_empty() && input.folder.is_some() {
+                return Err(refused(
+                    &input.display,
+                    &["any kind (it is empty)".to_string()],
+                ));
+            } else if head.contains(&0) {
+                // No log holds a NUL byte: a binary file of another kind is not read through.
+                return Err(refused(
+                    &input.display,
+                    &["a memstate dump, a log or a PyTorch allocator snapshot (it holds binary data)".to_string()],
+                ));
             } else if let Some(why) = not_memstate(head) {
                 not_json = Some(why);
                 SOURCES
