@@ -96,9 +96,27 @@ pub fn for_each_row(
     parameters: &[(String, String)],
     visit: &mut dyn FnMut(RowEvent) -> Result<()>,
 ) -> Result<()> {
+    for (position, (key, _)) in parameters.iter().enumerate() {
+        if parameters[..position]
+            .iter()
+            .any(|(earlier, _)| earlier == key)
+        {
+            return Err(Error::Usage(format!(
+                "parameter {key:?} is given twice: give each parameter once"
+            )));
+        }
+    }
     let mut statement = conn
         .prepare(sql)
         .map_err(|error| Error::Query(describe_sql_error(&error)))?;
+    // Said before SQLite runs it: a statement that writes (VACUUM INTO included, which on a
+    // connection without attachments would fail with "too many attached databases") is refused
+    // for what it is.
+    if !statement.readonly() {
+        return Err(Error::Usage(
+            "the statement writes, and memstate opens the database read-only: nothing can be written through it (VACUUM INTO included: copy the database with `sqlite3 DB \".backup copy.db\"`, or cp while no import runs; change it with sqlite3)".to_string(),
+        ));
+    }
     for (key, value) in parameters {
         let name = format!(":{key}");
         let index = statement

@@ -280,6 +280,30 @@ fn sql_cannot_change_the_database() {
         assert_eq!(contents(&db), before, "{statement} changed the database");
     }
     assert!(!dir.path().join("other.db").exists());
+    // Issue 46, item 8: VACUUM INTO, which SQLite runs on a read-only connection by attaching
+    // its target (refused before as "too many attached databases - max 0"), is refused for what
+    // it is: a statement that writes. No copy is made.
+    let copy = dir.path().join("copy.db");
+    let statement = format!("VACUUM INTO '{}'", copy.display());
+    let output = on_db(&db).args(["sql", &statement]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the statement writes, and memstate opens the database read-only"),
+        "{stderr}"
+    );
+    assert!(!copy.exists());
+    // Item 11: a parameter given twice is refused, not the last one kept.
+    let output = on_db(&db)
+        .args(["sql", "SELECT :x AS x", "-p", "x=1", "-p", "x=2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("parameter \"x\" is given twice"),
+        "{stderr}"
+    );
 }
 
 #[test]
