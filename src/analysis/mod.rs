@@ -586,7 +586,7 @@ fn cannot_tell(finding: &OomFinding, layout: &Layout) -> String {
             "cannot tell why: the input does not print the memory's capacity{}, so how much of it was free is unknown; an input that prints the capacity and what the memory holds (Legate's whole report, from 24.11 on; a Realm allocator status), or a memstate dump of this memory, would tell",
             finding.used_bytes.map(|used| format!(" ({} are known to be held)", human(used))).unwrap_or_default()
         ),
-        None => "cannot tell why: the input does not list everything the memory holds (it was cut off), so how much of it was free is unknown; the whole report, or a memstate dump of this memory, would tell".to_string(),
+        None => "cannot tell why: the input does not list everything the memory holds (it was cut off, or it lists less than the memory held: see the snapshot's note), so how much of it was free is unknown; a memstate dump of this memory would tell".to_string(),
     }
 }
 
