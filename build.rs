@@ -50,6 +50,11 @@ fn outside_programs() {
         ("has_pandas", "python3 -c 'import pandas, matplotlib'"),
         ("has_gxx", "command -v g++"),
         ("has_python3", "command -v python3"),
+        // A folder mounted read-only in a private mount namespace (root and `unshare -m`).
+        (
+            "has_private_mount",
+            "d=$(mktemp -d) && unshare -m sh -c \"mount --bind $d $d && mount -o remount,bind,ro $d\"; r=$?; rmdir \"$d\"; exit $r",
+        ),
     ] {
         println!("cargo::rustc-check-cfg=cfg({flag})");
         if ci || succeeds(script) {

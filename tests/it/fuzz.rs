@@ -234,6 +234,12 @@ fn fuzz_the_reader_and_the_importer() {
         }
     }
     eprintln!("fuzz: {executions} executions (seed {seed}): {accepted} accepted with consistent figures, {imported} imported and read back");
+    // A run in which every mutation was refused would have checked no figure and imported
+    // nothing: the mutations must leave some dumps whole.
+    assert!(
+        accepted > 0 && (executions < 100 || imported > 0),
+        "no dump was accepted ({accepted}) or imported ({imported}): nothing was checked"
+    );
 }
 
 /// The largest size or offset a dump may hold (FORMAT.md: below 2^63).
@@ -436,6 +442,10 @@ fn analysis_commands_answer_on_extreme_dumps() {
         }
     }
     eprintln!("analysis fuzz: {databases} databases of {accepted} extreme dumps (seed {seed}; {refused} variants refused by the reader) answered by every command");
+    assert!(
+        accepted > 0 && databases > 0,
+        "no extreme dump was accepted: no command was asked anything"
+    );
 }
 
 /// Numbers a producer never writes but a hostile or broken file may: past 64 bits, negative,

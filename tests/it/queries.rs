@@ -523,8 +523,28 @@ fn latest_given_a_memory_is_the_latest_snapshot_of_its_node() {
         assert!(!explicit.is_empty(), "memory {memory}");
         assert_eq!(served("latest", memory), explicit, "memory {memory}");
     }
-    // A memory id no memory has: `latest` falls back to the node imported last, as before.
-    assert_eq!(served("latest", "99"), served("4", "99"));
+    // A memory id no memory has answers nothing.
+    assert!(served("latest", "99").is_empty());
+    // With no memory to name a node (a query without memory_id), `latest` is the node imported
+    // last: snapshot 4, which holds allocations, and not node 0's snapshot 3.
+    let by_kind =
+        memstate::query::datasette::datasette_sql(&canned::find("usage-by-kind").unwrap());
+    let kinds = |snapshot: &str| -> Vec<(String, i64)> {
+        let mut statement = conn.prepare(&by_kind).unwrap();
+        let rows = statement
+            .query_map(rusqlite::named_params! {":snapshot_id": snapshot}, |row| {
+                Ok((
+                    row.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                    row.get(1)?,
+                ))
+            })
+            .unwrap();
+        rows.collect::<rusqlite::Result<_>>().unwrap()
+    };
+    let last = kinds("4");
+    assert!(!last.is_empty());
+    assert_ne!(last, kinds("3"));
+    assert_eq!(kinds("latest"), last);
 }
 
 /// Every `@param` line of every query file (the canned ones and the portable ones) declares a
