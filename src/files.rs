@@ -222,12 +222,14 @@ pub fn safe_stem(text: &str) -> String {
         })
         .take(STEM_CHARS)
         .collect();
-    let safe = safe.trim_start_matches('.');
+    // Neither a hidden file nor one a command would take for an option (`-n0.db`).
+    let safe = safe.trim_start_matches(['.', '-']);
     if safe == text && !safe.is_empty() {
         safe.to_string()
     } else {
         let hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
-        format!("{safe}-{:08x}", hash >> 32)
+        let stem = if safe.is_empty() { "run" } else { safe };
+        format!("{stem}-{:08x}", hash >> 32)
     }
 }
 

@@ -209,7 +209,7 @@ pub fn allocation_table(
              ORDER BY a.size DESC, m.handle, a.offset"
         ),
         Some(GroupBy::Object) => format!(
-            "SELECT objects AS object, count(*) AS allocation_count, {bytes} AS bytes, max(size) AS largest
+            "SELECT coalesce(objects, '{NONE_RECORDED}') AS object, count(*) AS allocation_count, {bytes} AS bytes, max(size) AS largest
              FROM (SELECT a.size, {objects} AS objects FROM allocations a WHERE {conditions})
              GROUP BY objects ORDER BY bytes DESC, objects LIMIT ?2"
         ),
@@ -219,14 +219,20 @@ pub fn allocation_table(
                 GroupBy::State => "state",
                 _ => "provenance",
             };
+            // The allocations whose input names no kind or provenance (PyTorch blocks without
+            // frames) form a group named as such, not a blank row.
             format!(
-                "SELECT a.{key} AS {key}, count(*) AS allocation_count, {bytes} AS bytes, max(a.size) AS largest
+                "SELECT coalesce(a.{key}, '{NONE_RECORDED}') AS {key}, count(*) AS allocation_count, {bytes} AS bytes, max(a.size) AS largest
                  FROM allocations a WHERE {conditions} GROUP BY a.{key} ORDER BY bytes DESC, a.{key} LIMIT ?2"
             )
         }
     };
     table(conn, &sql, &parameters)
 }
+
+/// What a group of allocations whose input names none (no kind, no provenance, no object) is
+/// called in `allocations --by`.
+pub const NONE_RECORDED: &str = "(none recorded)";
 
 /// The figures of the matching memories across every snapshot (of one run, or of all).
 pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -> Result<Table> {

@@ -437,3 +437,49 @@ fn a_trace_referred_to_over_and_over_through_the_memo_is_refused() {
     let path = write(dir.path(), "ten.pickle", &shorter);
     import(&dir.path().join("ten.db"), &[&path], 0);
 }
+
+/// Issue 46, item 11: blocks without frames made an unnamed row in `allocations --by
+/// provenance`; they are a group named as such. Two blocks of 4 KiB, one allocated at
+/// `/home/me/train.py:7`, one with no frames.
+#[test]
+fn blocks_without_frames_are_a_named_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = 0x7f00_0000_0000i128;
+    let frame = Py::Dict(vec![
+        ("filename", text("/home/me/train.py")),
+        ("line", Py::Int(7)),
+    ]);
+    let bytes = pickled(&Py::Dict(vec![(
+        "segments",
+        Py::List(vec![segment(
+            base,
+            1 << 20,
+            vec![
+                block(base, 4096, "active_allocated", vec![frame]),
+                block(base + 4096, 8192, "active_allocated", vec![]),
+            ],
+        )]),
+    )]));
+    let path = write(dir.path(), "frames.pickle", &bytes);
+    let db = dir.path().join("t.db");
+    import(&db, &[&path], 0);
+    let groups = crate::common::json_of(&db, &["allocations", "--by", "provenance"]);
+    let named: Vec<(String, u64)> = groups
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["provenance"].as_str().unwrap_or("(null)").to_string(),
+                row["bytes"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("(none recorded)".to_string(), 8192),
+            ("/home/me/train.py:7".to_string(), 4096)
+        ]
+    );
+}

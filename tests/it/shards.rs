@@ -117,6 +117,21 @@ fn shard_names_are_safe_and_distinct() {
     let dots = memstate::import::shards::shard_path(dir, "../..", 1);
     assert_eq!(dots.parent(), Some(dir));
     assert!(!dots.file_name().unwrap().to_string_lossy().starts_with('.'));
+    // Issue 46, item 11: a run id starting with `-` names no file a command takes for an option,
+    // and stays apart from the same id without the dash.
+    for run in ["-rf", "--", "-"] {
+        let path = memstate::import::shards::shard_path(dir, run, 0);
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            !name.starts_with('-') && !name.starts_with('.'),
+            "{run}: {name}"
+        );
+        assert_eq!(path.parent(), Some(dir));
+    }
+    assert_ne!(
+        memstate::import::shards::shard_path(dir, "-rf", 0),
+        memstate::import::shards::shard_path(dir, "rf", 0)
+    );
 }
 
 /// Snapshots across the shards of a folder, counted while an import may be writing them (a
