@@ -10,7 +10,8 @@ queries/portable/ (--list shows them); its rows and columns are those of
 
 Parameters take the forms `report` takes, by the kind each query declares in its header
 (`@param NAME KIND`, as memstate reads it): a snapshot is RUN:NODE:SEQ (split from the right, since
-a run id may hold ':'), or `latest` when the dataset holds one node; a memory is
+a run id may hold ':'), or `latest` (the latest snapshot of the memory's node when a memory is
+given, else of the dataset's only node); a memory is
 0x1e00000000000002; a run is RUN (default: the dataset's only run); a limit or an integer is N.
 Each is checked against its kind (a whole number of 64 bits, a memory id) and then bound as a
 parameter of the engine, never written into the SQL text: a snapshot gives :snapshot_run (text),
@@ -256,12 +257,21 @@ def only_run(engine):
     raise Refused(f"the dataset holds several runs ({shown}): give -p run=RUN")
 
 
-def snapshot_parts(engine, value):
+def snapshot_parts(engine, value, memory=None):
+    """RUN:NODE:SEQ, or `latest` by the one rule of the README ("Snapshot selectors"): the
+    latest snapshot of the node of the memory given (when exactly one node has that memory), else
+    of the dataset's only node; with several nodes and no memory to name one, refused."""
     if value == "latest":
-        _, rows = engine.rows("SELECT DISTINCT run, node FROM snapshots")
+        rows = []
+        if memory is not None:
+            _, rows = engine.rows(
+                "SELECT DISTINCT run, node FROM memories WHERE memory = :memory", {"memory": memory}
+            )
+        if len(rows) != 1:
+            _, rows = engine.rows("SELECT DISTINCT run, node FROM snapshots")
         if len(rows) != 1:
             raise Refused(
-                f"snapshot_id=latest: the dataset holds {len(rows)} nodes; give snapshot_id=RUN:NODE:SEQ"
+                f"snapshot_id=latest: the dataset holds {len(rows)} nodes and no memory given names one; give snapshot_id=RUN:NODE:SEQ (or memory_id)"
             )
         run, node = rows[0]
         _, rows = engine.rows(
@@ -310,7 +320,11 @@ def parameters(engine, params, given):
         if value is None:
             raise Refused(f"-p {name}=VALUE is needed")
         if kind == "snapshot":
-            run, node, seq = snapshot_parts(engine, value)
+            memory = next(
+                (given.get(other, default) for other, (other_kind, default) in params.items() if other_kind == "memory"),
+                None,
+            )
+            run, node, seq = snapshot_parts(engine, value, memory_text(memory) if memory is not None else None)
             values["snapshot_run"] = run
             values["snapshot_node"] = whole_number(node, "snapshot_id's node")
             values["snapshot_seq"] = whole_number(seq, "snapshot_id's seq")

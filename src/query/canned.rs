@@ -228,9 +228,10 @@ fn resolve(
     }
 }
 
-/// The snapshot a snapshot selector names. Given a memory that names one on its own (a number,
-/// or an id only one memory has), `latest` is the latest snapshot of that memory's node, as in
-/// Datasette's forms; else the selector must name one snapshot.
+/// The snapshot a snapshot selector names, `latest` by the one rule of the README ("Snapshot
+/// selectors"), as Datasette's SQL and the Parquet runner read it: given a memory that names one
+/// on its own (a number, or an id only one memory has), the latest snapshot of that memory's
+/// node; else of the only node, and refused when there are several.
 fn snapshot_named(conn: &Connection, selector: &str, memory: Option<&str>) -> Result<i64> {
     if let (true, Some(memory)) = (selector == "latest", memory) {
         let memory_id: Option<i64> = match (memory.parse::<i64>(), select::memory_handle(memory)) {
@@ -257,7 +258,12 @@ fn snapshot_named(conn: &Connection, selector: &str, memory: Option<&str>) -> Re
             }
         }
     }
-    select::one_snapshot(conn, selector)
+    select::one_snapshot(conn, selector).map_err(|error| match error {
+        Error::Usage(message) if selector == "latest" => Error::Usage(format!(
+            "{message}: latest is one node's latest snapshot, and the database holds several nodes with no memory_id to name one"
+        )),
+        other => other,
+    })
 }
 
 /// The database's only run; with none or several, an error that says so (and lists them).

@@ -168,12 +168,12 @@ fn replace_params(sql: &str, replacements: &[(String, String)]) -> String {
 }
 
 /// The snapshot a parameter's text names, in SQL, as `memstate report` resolves it: a snapshot
-/// id, `RUN:NODE:SEQ` (split from the right: a run id may hold `:`), or `latest`. Given a
-/// memory (`memory`, SQL naming one memory whatever the snapshot, or NULL), `latest` is the
-/// latest snapshot of that memory's node; else that of the node whose dump was imported last
-/// (the command line refuses `latest` when the database holds several nodes and no memory says
-/// which; a Datasette form cannot, so it says which it takes). NULL, and no rows, for anything
-/// else. Every branch finds its snapshot by an index.
+/// id, `RUN:NODE:SEQ` (split from the right: a run id may hold `:`), or `latest` by the one rule
+/// of the README ("Snapshot selectors"): the latest snapshot of the node of the memory given
+/// (`memory`, SQL naming one memory whatever the snapshot, or NULL), else of the database's only
+/// node. With several nodes and no memory to name one, the command line refuses `latest`; a
+/// Datasette form cannot, so it answers no rows (its description says why). NULL, and no rows,
+/// for anything else. Every branch finds its snapshot by an index.
 fn snapshot_of(text: &str, memory: Option<&str>) -> String {
     let of_memory = memory.map_or(String::new(), |memory| {
         format!(
@@ -181,12 +181,13 @@ fn snapshot_of(text: &str, memory: Option<&str>) -> String {
               WHERE m.id = {memory} ORDER BY s.seq DESC LIMIT 1)"
         )
     });
-    let imported_last = "(SELECT s.id FROM snapshot s, (SELECT run_id, node FROM snapshot ORDER BY id DESC LIMIT 1) l
-                          WHERE s.run_id = l.run_id AND s.node = l.node ORDER BY s.seq DESC LIMIT 1)";
+    let only_node = "(SELECT s.id FROM snapshot s
+                      WHERE (SELECT count(*) FROM (SELECT DISTINCT run_id, node FROM snapshot)) = 1
+                      ORDER BY s.seq DESC LIMIT 1)";
     let latest = if of_memory.is_empty() {
-        imported_last.to_string()
+        only_node.to_string()
     } else {
-        format!("coalesce({of_memory}, {imported_last})")
+        format!("coalesce({of_memory}, {only_node})")
     };
     let head = format!("rtrim({text}, '0123456789')");
     let run_node = format!("substr({head}, 1, length({head}) - 1)");
@@ -249,7 +250,7 @@ pub fn datasette_sql(query: &Query) -> String {
         let resolved = match param.kind {
             ParamKind::Snapshot => Some(snapshot_of(&given, memory.as_deref())),
             // The memory its id names on its own, else the one with that id on the snapshot's
-            // node (where `latest` is the node imported last: no memory says which).
+            // node (where `latest` is the only node: no memory says which).
             ParamKind::Memory => Some(match (&memory, &snapshot) {
                 (Some(alone), Some(snapshot)) => format!(
                     "coalesce({alone}, {})",
@@ -367,7 +368,7 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
             for param in &query.params {
                 let blank = match param.kind {
                     _ if param.default.is_some() => "; leave blank for the default",
-                    ParamKind::Snapshot => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the memory's node when a memory is given, else of the node whose dump was imported last)",
+                    ParamKind::Snapshot => "; or RUN:NODE:SEQ, or latest (the latest snapshot of the memory's node when a memory is given, else of the database's only node; with several nodes and no memory, no rows)",
                     ParamKind::Memory => "; or a Realm memory id (0x1e00000000000003)",
                     ParamKind::Run => "; leave blank for the database's only run",
                     _ => "",

@@ -525,8 +525,9 @@ fn latest_given_a_memory_is_the_latest_snapshot_of_its_node() {
     }
     // A memory id no memory has answers nothing.
     assert!(served("latest", "99").is_empty());
-    // With no memory to name a node (a query without memory_id), `latest` is the node imported
-    // last: snapshot 4, which holds allocations, and not node 0's snapshot 3.
+    // With no memory to name a node (a query without memory_id) and two nodes, `latest` names
+    // none (issue 46, item 9: one rule, see tests/it/selectors.rs), though each node's latest
+    // holds allocations.
     let by_kind =
         memstate::query::datasette::datasette_sql(&canned::find("usage-by-kind").unwrap());
     let kinds = |snapshot: &str| -> Vec<(String, i64)> {
@@ -541,10 +542,8 @@ fn latest_given_a_memory_is_the_latest_snapshot_of_its_node() {
             .unwrap();
         rows.collect::<rusqlite::Result<_>>().unwrap()
     };
-    let last = kinds("4");
-    assert!(!last.is_empty());
-    assert_ne!(last, kinds("3"));
-    assert_eq!(kinds("latest"), last);
+    assert!(!kinds("3").is_empty() && !kinds("4").is_empty());
+    assert!(kinds("latest").is_empty());
 }
 
 /// Every `@param` line of every query file (the canned ones and the portable ones) declares a
