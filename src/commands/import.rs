@@ -54,6 +54,7 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
             kind: args.source.into(),
             run: args.run.clone(),
             every: args.every,
+            wait_for_open_reports: false,
         },
     }
 }

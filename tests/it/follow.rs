@@ -10,7 +10,7 @@ use crate::common::write_json;
 use crate::dashboards::dump;
 
 /// How many snapshots a database holds (0 while it does not exist yet).
-fn snapshot_count(db: &Path) -> i64 {
+pub(crate) fn snapshot_count(db: &Path) -> i64 {
     Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .and_then(|conn| conn.query_row("SELECT count(*) FROM snapshots", [], |row| row.get(0)))
         .unwrap_or(0)
@@ -18,7 +18,7 @@ fn snapshot_count(db: &Path) -> i64 {
 
 /// Wait until the database holds `count` snapshots; how long that took. Fails after 30 s (a
 /// bound for a broken follower, not a measure of speed).
-fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
+pub(crate) fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
     let started = std::time::Instant::now();
     while snapshot_count(db) < count {
         assert!(
@@ -31,12 +31,12 @@ fn wait_for(db: &Path, count: i64, what: &str) -> std::time::Duration {
     started.elapsed()
 }
 
-fn append(path: &Path, bytes: &[u8]) {
+pub(crate) fn append(path: &Path, bytes: &[u8]) {
     write_to(path, bytes, false);
 }
 
 /// Write `bytes` over a file in place: the same inode, truncated and written again.
-fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+pub(crate) fn rewrite_in_place(path: &Path, bytes: &[u8]) {
     write_to(path, bytes, true);
 }
 
@@ -67,7 +67,12 @@ fn gzip_member(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// `memstate --db DB ARGS... PATH` with `env` set, its output piped.
-fn follow_on(db: &Path, env: &[(&str, &str)], args: &[&str], path: &Path) -> std::process::Child {
+pub(crate) fn follow_on(
+    db: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+    path: &Path,
+) -> std::process::Child {
     let mut command = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"));
     command.env_remove("MEMSTATE_DB");
     for (key, value) in env {
@@ -86,7 +91,7 @@ fn follow_on(db: &Path, env: &[(&str, &str)], args: &[&str], path: &Path) -> std
 
 /// A running follower: its standard error read as it comes (so a test can wait for what it
 /// printed instead of sleeping for it), stopped with SIGTERM for its exit code and output.
-struct Follower {
+pub(crate) struct Follower {
     child: std::process::Child,
     stdout: std::thread::JoinHandle<String>,
     stderr: std::sync::Arc<std::sync::Mutex<String>>,
@@ -120,7 +125,7 @@ impl Follower {
     }
 
     /// Read a started follower's output from threads.
-    fn watch(mut child: std::process::Child) -> Follower {
+    pub(crate) fn watch(mut child: std::process::Child) -> Follower {
         use std::io::Read;
         let mut stdout = child.stdout.take().unwrap();
         let mut stderr = child.stderr.take().unwrap();
@@ -162,7 +167,7 @@ impl Follower {
         }
     }
 
-    fn stop(mut self) -> (Option<i32>, String, String) {
+    pub(crate) fn stop(mut self) -> (Option<i32>, String, String) {
         let pid = self.child.id() as libc::pid_t;
         // SAFETY: kill(2) with the pid of a child this test started and has not waited for.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);

@@ -336,6 +336,17 @@ impl Follower<'_> {
 
     /// Write what [`import::take`] made of a record, as `import` does, and say what became of it.
     fn land(&mut self, item: Item, report: &mut dyn FnMut(FollowEvent)) -> Result<()> {
+        self.land_replacing(item, false, report)
+    }
+
+    /// [`Follower::land`], replacing a different dump of the same identity when `replace` (or
+    /// `--replace`) says so.
+    fn land_replacing(
+        &mut self,
+        item: Item,
+        replace: bool,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
         let record = match item {
             Item::Record(record) => record,
             Item::Refused(error) | Item::Skipped(error) => {
@@ -345,7 +356,7 @@ impl Follower<'_> {
             Item::Crashed(error) => return Err(error),
             Item::InputDone => return Ok(()),
         };
-        let replace = self.options.ingest.replace;
+        let replace = replace || self.options.ingest.replace;
         match import::land(&mut self.importer, &mut self.summary, record, replace)? {
             Landed::Refused(error) => report(FollowEvent::Refused { error: &error }),
             Landed::Annotations => {}
@@ -404,19 +415,19 @@ impl Follower<'_> {
             },
             ..input.clone()
         };
-        let read = source::open(
-            &whole,
-            self.options.ingest.limits,
-            &self.options.ingest.source,
-        )
-        .and_then(|records| records.collect::<Result<Vec<_>>>())
-        .and_then(|records| {
-            if records.is_empty() {
-                Err(Error::input(&input.display, "", "empty input"))
-            } else {
-                Ok(records)
-            }
-        });
+        // A log whose last report is still open at its end is waited for as a half-written
+        // document is: until the rest comes, or it has not changed for `settle`.
+        let mut sources = self.options.ingest.source.clone();
+        sources.wait_for_open_reports = !settled;
+        let read = source::open(&whole, self.options.ingest.limits, &sources)
+            .and_then(|records| records.collect::<Result<Vec<_>>>())
+            .and_then(|records| {
+                if records.is_empty() {
+                    Err(Error::input(&input.display, "", "empty input"))
+                } else {
+                    Ok(records)
+                }
+            });
         let options = Options {
             strict: self.options.ingest.strict,
         };
@@ -446,10 +457,13 @@ impl Follower<'_> {
             *failing = Some((now, Instant::now()));
             return Ok(());
         }
+        // A file read before that changed (a log grown past a report taken as it stood, a
+        // snapshot pickle written again in place) replaces what it gave before.
+        let again = done.is_some();
         *done = Some(now);
         *failing = None;
         for item in items {
-            self.land(item, report)?;
+            self.land_replacing(item, again, report)?;
         }
         Ok(())
     }

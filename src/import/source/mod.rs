@@ -97,6 +97,11 @@ pub trait LineReader {
     /// What a line must hold to change what this reader finds, as it stands now; `None` while
     /// any line may (inside a report). Lines holding none of every reader's markers are skipped.
     fn markers(&self) -> Option<&'static [&'static str]>;
+    /// Whether what it reads last is still open at the log's end (a report whose rest may still
+    /// be written): by default, whether any line may still change it.
+    fn open_at_end(&self) -> bool {
+        self.markers().is_none()
+    }
     fn finish(self: Box<Self>, display: &str) -> Result<Vec<Found>>;
 }
 
@@ -115,6 +120,9 @@ pub struct Options {
     pub run: Option<String>,
     /// For a PyTorch snapshot: also a rebuilt snapshot every this many trace events.
     pub every: Option<u64>,
+    /// A log whose last report is still open at its end is refused as not yet whole (an
+    /// [`Error::Read`] saying so), not read as it stands: `import --follow` waits for the rest.
+    pub wait_for_open_reports: bool,
 }
 
 /// A snapshot a source found, before its run and seq are given.
@@ -229,11 +237,17 @@ fn refused(display: &str, kinds: &[String]) -> Error {
     }
 }
 
-/// Read a log line by line, every reader fed each line, and gather what they found.
+/// What a log whose last report is still open at its end is refused with, while waited for.
+pub const NOT_YET_WHOLE: &str =
+    "its last report is still open at the end of the file (the rest not written yet?)";
+
+/// Read a log line by line, every reader fed each line, and gather what they found; with
+/// `wait_for_open`, a log whose last report is still open at its end is refused as not yet whole.
 fn read_log(
     reader: &mut dyn BufRead,
     display: &str,
     readers: Vec<Box<dyn LineReader>>,
+    wait_for_open: bool,
 ) -> Result<Vec<Found>> {
     let mut readers = readers;
     let mut lines = Lines::new(reader);
@@ -268,6 +282,12 @@ fn read_log(
             reader.line(number, &line, display)?;
         }
     }
+    if wait_for_open && readers.iter().any(|reader| reader.open_at_end()) {
+        return Err(Error::Read {
+            file: display.to_string(),
+            message: NOT_YET_WHOLE.to_string(),
+        });
+    }
     let mut found = Vec::new();
     for reader in readers {
         found.extend(reader.finish(display)?);
@@ -281,7 +301,12 @@ pub fn read_log_as(
     reader: &mut dyn BufRead,
     display: &str,
 ) -> Result<Vec<Found>> {
-    read_log(reader, display, source.line_reader().into_iter().collect())
+    read_log(
+        reader,
+        display,
+        source.line_reader().into_iter().collect(),
+        false,
+    )
 }
 
 /// The records of one input, whatever its kind: memstate's own are read as they come (a stream
@@ -357,7 +382,12 @@ pub fn open(
         };
         return Ok(Box::new(whole(source, records, input, limits, options)));
     }
-    let found = read_log(records.reader(), display, readers)?;
+    let found = read_log(
+        records.reader(),
+        display,
+        readers,
+        options.wait_for_open_reports,
+    )?;
     if found.is_empty() {
         return Err(nothing(&tried, not_json));
     }

@@ -352,6 +352,11 @@ impl LineReader for Reader {
         })
     }
 
+    /// A status block still waiting for the mapper's line that names its memory.
+    fn open_at_end(&self) -> bool {
+        self.waiting.is_some()
+    }
+
     fn finish(mut self: Box<Self>, _display: &str) -> Result<Vec<Found>> {
         if let Some(waiting) = self.waiting.take() {
             self.block_done(waiting, None);
