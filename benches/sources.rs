@@ -297,15 +297,28 @@ fn segment_of_blocks(p: &mut Pickler<BufWriter<std::fs::File>>, blocks: u64) {
     });
 }
 
+/// A pickle of `start`, then `bytes` of one opcode over and over.
+fn one_opcode_over_and_over(
+    dir: &Path,
+    name: &str,
+    start: &[u8],
+    opcode: u8,
+    bytes: usize,
+) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let mut p = pickler(&path);
+    p.op(start);
+    for _ in 0..bytes / 4096 {
+        p.op(&[opcode; 4096]);
+    }
+    finish(p);
+    path
+}
+
 /// The inputs of issue 27, item 5, each written to `dir`: (what, path).
 fn bound_inputs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
     let mut inputs = Vec::new();
-    let path = dir.join("empty-lists.pickle");
-    let mut p = pickler(&path);
-    for _ in 0..50_000_000 / 4096 {
-        p.op(&[b']'; 4096]);
-    }
-    finish(p);
+    let path = one_opcode_over_and_over(dir, "empty-lists.pickle", b"", b']', 50_000_000);
     inputs.push(("pickle of 50 MB of EMPTY_LIST", path));
 
     let path = dir.join("ooms.pickle");
@@ -476,21 +489,9 @@ fn issue_46_inputs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
     finish(p);
     inputs.push(("a dict of 100,000 keys, one memoized 1 MiB string", path));
 
-    let path = dir.join("marks.pickle");
-    let mut p = pickler(&path);
-    for _ in 0..100_000_000 / 4096 {
-        p.op(&[b'('; 4096]);
-    }
-    finish(p);
+    let path = one_opcode_over_and_over(dir, "marks.pickle", b"", b'(', 100_000_000);
     inputs.push(("100 MB of MARK", path));
-
-    let path = dir.join("dups.pickle");
-    let mut p = pickler(&path);
-    p.op(b"N");
-    for _ in 0..50_000_000 / 4096 {
-        p.op(&[b'2'; 4096]);
-    }
-    finish(p);
+    let path = one_opcode_over_and_over(dir, "dups.pickle", b"N", b'2', 50_000_000);
     inputs.push(("50 MB of DUP", path));
 
     let path = dir.join("one-oom.pickle");
