@@ -311,7 +311,8 @@ pub struct Request {
     pub snapshot_id: i64,
     pub memory_id: i64,
     pub size: u64,
-    pub alignment: u64,
+    /// `None` when the input does not say (a Legate report prints none).
+    pub alignment: Option<u64>,
     pub kind: Option<String>,
     pub provenance: Option<String>,
     pub time_ns: Option<i64>,
@@ -331,7 +332,9 @@ pub struct OomFinding {
     pub handle: String,
     pub memory_kind: String,
     pub size: u64,
-    pub alignment: u64,
+    /// The request's alignment; `None` (JSON null) when the input does not say. The cheapest
+    /// window is then looked for at any byte (alignment 1: the least the request could need).
+    pub alignment: Option<u64>,
     pub kind: Option<String>,
     pub provenance: Option<String>,
     pub note: Option<String>,
@@ -355,7 +358,7 @@ pub struct OomFinding {
 
 /// The finding for a request that failed in `layout`.
 pub fn finding(layout: &Layout, request: &Request) -> OomFinding {
-    let (size, alignment) = (request.size, request.alignment.max(1));
+    let (size, alignment) = (request.size, request.alignment.unwrap_or(1).max(1));
     OomFinding {
         snapshot_id: layout.snapshot_id,
         run: layout.run.clone(),
@@ -365,7 +368,7 @@ pub fn finding(layout: &Layout, request: &Request) -> OomFinding {
         handle: layout.handle.clone(),
         memory_kind: layout.kind.clone(),
         size,
-        alignment,
+        alignment: request.alignment,
         kind: request.kind.clone(),
         provenance: request.provenance.clone(),
         note: request.note.clone(),

@@ -287,7 +287,7 @@ pub fn snapshot_note(conn: &Connection, snapshot_id: i64) -> Result<Option<Strin
 pub fn failed_requests(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Request>> {
     let mut statement = conn
         .prepare(
-            "SELECT memory_id, size, coalesce(alignment, 1), kind, provenance, time_ns, note, device_free FROM failed_requests
+            "SELECT memory_id, size, alignment, kind, provenance, time_ns, note, device_free FROM failed_requests
              WHERE snapshot_id = ?1 ORDER BY memory_id, ordinal",
         )
         .map_err(query_error)?;
@@ -299,7 +299,7 @@ pub fn failed_requests(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Re
                     snapshot_id,
                     memory_id: row.get(0)?,
                     size: to_u64(row.get(1)?),
-                    alignment: to_u64(row.get(2)?).max(1),
+                    alignment: row.get::<_, Option<i64>>(2)?.map(to_u64),
                     kind: row.get(3)?,
                     provenance: row.get(4)?,
                     time_ns: row.get(5)?,

@@ -51,7 +51,7 @@ pub fn story_table(stories: &[Story]) -> Table {
                 Cell::text(finding.handle.clone()),
                 Cell::text(finding.memory_kind.clone()),
                 Cell::count(finding.size),
-                Cell::count(finding.alignment),
+                Cell::optional_count(finding.alignment),
                 Cell::optional_text(finding.kind.as_deref()),
                 Cell::optional_text(finding.provenance.as_deref()),
                 Cell::optional_text(finding.note.as_deref()),

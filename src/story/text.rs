@@ -66,10 +66,13 @@ pub fn describe_story(
     }
     writeln!(
         out,
-        "  request         {} ({} bytes, aligned to {}){}{}",
+        "  request         {} ({} bytes, {}){}{}",
         human(finding.size),
         finding.size,
-        finding.alignment,
+        finding.alignment.map_or_else(
+            || "alignment not given".to_string(),
+            |alignment| format!("aligned to {alignment}")
+        ),
         finding
             .kind
             .as_deref()

@@ -176,6 +176,9 @@ fn a_report_that_lists_less_than_the_memory_held_gets_no_verdict() {
     );
     let oom = text_of(&db, &["oom"]);
     assert!(!oom.contains("retrying it would succeed"), "{oom}");
+    // The report prints no alignment: unknown, not 1.
+    assert!(oom.contains("12582912 bytes, alignment not given"), "{oom}");
+    assert!(json_of(&db, &["oom"])[0]["alignment"].is_null());
 }
 
 /// Row 3: legate.core 23.11.00 `src/core/mapping/base_mapper.cc:778` (`logger.error("Mapper %s
