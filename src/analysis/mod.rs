@@ -305,6 +305,17 @@ impl Verdict {
     }
 }
 
+/// A memory's free bytes and largest hole at one snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recent {
+    pub snapshot_id: i64,
+    pub seq: i64,
+    pub time_s: f64,
+    /// `None` where the dump did not know.
+    pub free_bytes: Option<u64>,
+    pub largest_hole: Option<u64>,
+}
+
 /// A request a memory could not satisfy, as loaded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Request {

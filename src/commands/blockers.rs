@@ -1,13 +1,15 @@
 //! `memstate blockers --size N`: where a request of N bytes would go in each memory looked at:
 //! the hole it fits in now, else the cheapest place and what stands in it. By default the
 //! memories of the kind a failed request named (else GPU framebuffers); `--memory` names others,
-//! `--all` takes every memory. The computation is `memstate::story::placements`.
+//! `--all` takes every memory. The computation is `memstate::story::place`.
 
 use std::path::Path;
 
 use memstate::present::Report;
-use memstate::story::{self, page, rows, text, Scope};
+use memstate::query::context::{self, Scope, Scoped, DEFAULT_KIND};
+use memstate::story::{self, link, rows, text};
 use memstate::units::human;
+use memstate::viz::page;
 use memstate::Result;
 
 use super::Printer;
@@ -21,14 +23,14 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         (None, true) => Scope::All,
         (None, false) => Scope::Default,
     };
-    let story::Scoped { pairs, kinds } = story::scope_pairs(conn, &args.snapshot.snapshot, &scope)?;
+    let Scoped { pairs, kinds } = context::scope_pairs(conn, &args.snapshot.snapshot, &scope)?;
     let mut placements =
-        story::placements(conn, &pairs, args.size, args.alignment, args.html.is_some())?;
+        context::placements(conn, &pairs, args.size, args.alignment, args.html.is_some())?;
     if let (Some(path), Some(target)) = (&args.html, &target) {
         let parts = page::request_page(&placements);
         let title = format!("memstate: where a request of {} would go", human(args.size));
         super::write_output(target, path, parts.render(&title).as_bytes())?;
-        story::link_placements(&mut placements, &page::file_url(path));
+        story::link_placements(&mut placements, &link::file_url(path));
     }
     let report = Report::told(rows::placement_table(&placements), |out, style| {
         if !kinds.is_empty() {
@@ -36,7 +38,7 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 out,
                 "Looking at the {} memories ({}; --memory names others, --all takes every memory).",
                 kinds.join(" and "),
-                if kinds == [story::DEFAULT_KIND] {
+                if kinds == [DEFAULT_KIND] {
                     "no request failed in these snapshots"
                 } else {
                     "where a request failed in these snapshots"

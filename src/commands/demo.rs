@@ -5,8 +5,9 @@ use std::path::Path;
 
 use memstate::import::{self, IngestOptions};
 use memstate::present::{Cell, Format, Report, Table};
+use memstate::query::{context, pages};
 use memstate::query::{listing, select};
-use memstate::story::{self, page, rows, text};
+use memstate::story::{self, link, rows, text};
 use memstate::units::{counted, visible};
 use memstate::viz::plot;
 use memstate::{db, sim, Error, Result};
@@ -96,13 +97,13 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     database.finish()?;
     let database = db::open_read_only(&db_path)?;
     let conn = &database.conn;
-    let mut stories: Vec<_> = story::stories(conn, &select::oom_snapshots(conn, None)?)?
+    let mut stories: Vec<_> = context::stories(conn, &select::oom_snapshots(conn, None)?)?
         .into_iter()
         .filter(|story| story.finding.run == config.run_id)
         .collect();
     // The map of the failure, with the failed memory's history, so the report can link into it.
     let map_path = args.dir.join("map.html");
-    let parts = page::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
+    let parts = pages::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
     if !parts.frames.is_empty() {
         let page = parts.render(&format!(
             "memstate map of run {}: the out-of-memory error",
@@ -110,7 +111,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         ));
         let target = super::output_target(&database, &map_path)?;
         super::write_output(&target, &map_path, page.as_bytes())?;
-        story::link_stories(&mut stories, &page::file_url(&map_path));
+        story::link_stories(&mut stories, &link::file_url(&map_path));
     }
     say(&[String::new()])?;
     Printer::with_format(Format::Table).print(&Report::told(
@@ -177,7 +178,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     say(&[
         format!(
             "Open {} (the memory map, opening on the failed request, and the failed memory's history: zoom, pan, hover) and {} (fragmentation over time).",
-            visible(&format!("{}{}", page::file_url(&map_path), parts.opening_fragment().unwrap_or_default())),
+            visible(&format!("{}{}", link::file_url(&map_path), parts.opening_fragment().unwrap_or_default())),
             visible(&plot_path.display().to_string())
         ),
         String::new(),

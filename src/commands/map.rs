@@ -1,14 +1,16 @@
 //! `memstate map`: the layout of a snapshot's memories, as terminal bars or one HTML page (the
-//! page is assembled by `memstate::story::page`).
+//! page is gathered by `memstate::query::pages` and drawn by `memstate::viz::page`).
 
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
 use memstate::present::wrap::Wrapping;
 use memstate::present::{Cell, Format, Report, Table};
+use memstate::query::pages;
 use memstate::query::select;
-use memstate::story::page::{self, PageParts};
+use memstate::story::link;
 use memstate::units::{counted, human, visible};
+use memstate::viz::page::PageParts;
 use memstate::viz::terminal;
 use memstate::{Error, Result};
 use rusqlite::Connection;
@@ -48,7 +50,7 @@ fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Res
         .sum();
     let link = format!(
         "{}{}",
-        page::file_url(path),
+        link::file_url(path),
         parts.opening_fragment().unwrap_or_default()
     );
     let columns = [
@@ -102,7 +104,7 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
     if let (Some(path), Some(target)) = (&args.html, &target) {
         let named = args.snapshot.is_some() || args.snapshots.is_some();
         let snapshot_ids = chosen_snapshots(conn, args)?;
-        let parts = page::map_page(conn, &snapshot_ids, named, memory, args.history)?;
+        let parts = pages::map_page(conn, &snapshot_ids, named, memory, args.history)?;
         if parts.frames.is_empty() {
             return Err(Error::Usage(format!(
                 "no memory matches {:?} in the selected snapshots",
@@ -120,7 +122,7 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
         write_page(path, target, &title, &parts)?;
         return Ok(0);
     }
-    let frames = page::frames(conn, &chosen_snapshots(conn, args)?, memory)?;
+    let frames = pages::frames(conn, &chosen_snapshots(conn, args)?, memory)?;
     if frames.is_empty() {
         return Err(Error::Usage(format!(
             "no memory matches {:?} in the selected snapshots",

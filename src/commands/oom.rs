@@ -5,7 +5,8 @@ use std::path::Path;
 
 use memstate::present::Report;
 use memstate::query::select;
-use memstate::story::{self, page, rows, text};
+use memstate::query::{context, pages};
+use memstate::story::{self, link, rows, text};
 use memstate::units::counted;
 use memstate::Result;
 
@@ -15,16 +16,16 @@ use crate::cli::OomArgs;
 pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
     let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
     let snapshot_ids = select::oom_snapshots(&database.conn, args.snapshot.as_deref())?;
-    let mut stories = story::stories(&database.conn, &snapshot_ids)?;
+    let mut stories = context::stories(&database.conn, &snapshot_ids)?;
     if let (Some(path), Some(target)) = (&args.html, &target) {
         if !stories.is_empty() {
-            let parts = page::failure_page(&database.conn, &stories, None, true)?;
+            let parts = pages::failure_page(&database.conn, &stories, None, true)?;
             let title = format!(
                 "memstate: {} out of memory",
                 counted(stories.len() as u64, "request")
             );
             super::write_output(target, path, parts.render(&title).as_bytes())?;
-            story::link_stories(&mut stories, &page::file_url(path));
+            story::link_stories(&mut stories, &link::file_url(path));
         }
     }
     let report = Report::told(rows::story_table(&stories), |out, style| {

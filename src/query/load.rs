@@ -452,16 +452,7 @@ pub fn previous_snapshot(conn: &Connection, snapshot_id: i64) -> Result<Option<(
     })
 }
 
-/// A memory's free bytes and largest hole at one snapshot.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct Recent {
-    pub snapshot_id: i64,
-    pub seq: i64,
-    pub time_s: f64,
-    /// `None` where the dump did not know.
-    pub free_bytes: Option<u64>,
-    pub largest_hole: Option<u64>,
-}
+pub use crate::analysis::Recent;
 
 /// A memory's figures at its last `count` snapshots up to and including `snapshot_id`, oldest first.
 pub fn recent_figures(

@@ -1,13 +1,15 @@
 //! Questions asked of the database: ad hoc SQL (read-only), the canned queries of `queries/`, the
 //! listings behind the commands, the selection of snapshots and memories, and the loaders of the
-//! analyses' inputs. Everything here reads the public views only. Results are
+//! analyses' inputs: [`context`] gathers what a story is told from, [`pages`] what a page draws. Everything here reads the public views only. Results are
 //! [`Table`]s of [`Cell`]s, which the presenting room ([`crate::present`]) writes out.
 
 pub mod canned;
+pub mod context;
 pub mod datasette;
 pub mod history;
 pub mod listing;
 pub mod load;
+pub mod pages;
 pub mod select;
 
 use rusqlite::types::{Value as SqlValue, ValueRef};

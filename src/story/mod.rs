@@ -1,26 +1,19 @@
 //! The stories memstate tells about a memory: why a request failed (verdict, what collection
 //! freed before it and would free now, the largest hole against the request over the last
 //! snapshots, what blocks the cheapest place, advice), and where a request of a given size would go
-//! now. Each is computed once here as a typed result; the terminal ([`text`]), the rows of the
-//! machine-readable formats ([`rows`]) and the HTML page ([`page`]) render it, and commands only
-//! parse arguments and print.
+//! now. Each is computed once here as a typed result, from what the database holds of it gathered
+//! beforehand (`crate::query::context`: this room reads nothing); the terminal ([`text`]), the
+//! rows of the machine-readable formats ([`rows`]) and the HTML page (`crate::viz::page`) render
+//! it, and commands only parse arguments and print.
 
-pub mod page;
+pub mod link;
 pub mod rows;
 pub mod text;
 
-use rusqlite::Connection;
-
-use crate::analysis::{self, Blockers, Collected, Layout, OomFinding};
-use crate::query::load::{self, Recent};
-use crate::query::select;
-use crate::Result;
-
-/// How many snapshots of the failed memory the story looks back over.
-const LOOK_BACK: u32 = 6;
-
-/// The memory kind whose memories `blockers` looks at when no failed request names one.
-pub const DEFAULT_KIND: &str = "GPU_FB_MEM";
+use crate::analysis::cache::Cache;
+use crate::analysis::{
+    self, AllocationInfo, Blockers, Collected, Layout, OomFinding, Recent, Request,
+};
 
 /// A failed request and how it came about.
 #[derive(Debug, Clone)]
@@ -48,7 +41,7 @@ impl Story {
             .blockers
             .as_ref()
             .map(|blockers| (blockers.offset, blockers.end()));
-        page::fragment(
+        link::fragment(
             &self.finding.handle,
             self.finding.snapshot_id,
             window,
@@ -65,80 +58,59 @@ pub fn link_stories(stories: &mut [Story], url: &str) {
 }
 
 /// What a story tells of the memory a request failed in, the same for every request that failed
-/// in it at that snapshot: its layout, what collection freed since the node's previous snapshot,
-/// and its recent figures.
-struct FailedMemory {
-    layout: Layout,
-    previous: Option<(i64, Collected)>,
-    recent: Vec<Recent>,
+/// in it at that snapshot: its layout, the allocations of the node's previous snapshot in it (with
+/// that snapshot's seq; none for a node's first snapshot), and its recent figures.
+#[derive(Debug, Clone)]
+pub struct FailedMemory {
+    pub layout: Layout,
+    pub previous: Option<(i64, Vec<AllocationInfo>)>,
+    pub recent: Vec<Recent>,
 }
 
-fn failed_memory(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<FailedMemory> {
-    let layout = load::layout(conn, snapshot_id, memory_id)?;
-    let previous = match load::previous_snapshot(conn, snapshot_id)? {
-        Some((previous_id, seq)) => {
-            // The memory may be new at this snapshot: then nothing was collected in it.
-            let before = match load::layout(conn, previous_id, memory_id) {
-                Ok(before) => before.allocations,
-                Err(crate::Error::Usage(_)) => Vec::new(),
-                Err(error) => return Err(error),
-            };
-            Some((
-                seq,
-                analysis::collected_between(&before, &layout.allocations),
-            ))
-        }
-        None => None,
-    };
-    let recent = load::recent_figures(conn, memory_id, snapshot_id, LOOK_BACK)?;
-    Ok(FailedMemory {
-        layout,
-        previous,
-        recent,
-    })
+/// Everything a failed request's story is told from, gathered from the database beforehand.
+#[derive(Debug, Clone)]
+pub struct Failure<'m> {
+    pub request: Request,
+    pub memory: &'m FailedMemory,
+    /// For a caching allocator's failure (the request says what the device had free outside
+    /// it): the device's figures, when they are all known.
+    pub cache: Option<Cache>,
+    /// What the snapshot itself says.
+    pub snapshot_note: Option<String>,
 }
 
-/// The stories of the given snapshots' failed requests, in order.
-pub fn stories(conn: &Connection, snapshot_ids: &[i64]) -> Result<Vec<Story>> {
-    let mut stories = Vec::new();
-    // Requests come by snapshot and memory: each memory is loaded once for all that failed in it.
-    let mut loaded: Option<((i64, i64), FailedMemory)> = None;
-    for request in load::failed_requests(conn, snapshot_ids)? {
-        let key = (request.snapshot_id, request.memory_id);
-        let memory = match loaded.take() {
-            Some((seen, memory)) if seen == key => memory,
-            _ => failed_memory(conn, request.snapshot_id, request.memory_id)?,
-        };
-        let mut finding = analysis::finding(&memory.layout, &request);
-        let mut advice = analysis::advice(&finding, &memory.layout);
-        // A caching allocator's failure is the device's, not one segment's: its verdict and
-        // advice come from the cache's figures when they are all known.
-        if let Some(device_free) = request.device_free {
-            if let Some(cache) =
-                load::cache_of(conn, request.snapshot_id, request.memory_id, device_free)?
-            {
-                finding.verdict = cache.verdict(finding.size);
-                advice = cache.advice(finding.size);
-                finding.cache = Some(cache);
-            }
-        }
-        let mut story = Story {
-            finding,
-            previous: memory.previous,
-            recent: memory.recent.clone(),
-            advice,
-            capacity: memory.layout.capacity,
-            link: String::new(),
-            snapshot_note: load::snapshot_note(conn, request.snapshot_id)?,
-        };
-        story.link = format!(
-            "memstate map --html map.html, then open map.html{}",
-            story.fragment()
-        );
-        stories.push(story);
-        loaded = Some((key, memory));
+/// The story of one failed request.
+pub fn tell(failure: &Failure<'_>) -> Story {
+    let memory = failure.memory;
+    let mut finding = analysis::finding(&memory.layout, &failure.request);
+    let mut advice = analysis::advice(&finding, &memory.layout);
+    // A caching allocator's failure is the device's, not one segment's: its verdict and advice
+    // come from the cache's figures when they are all known.
+    if let Some(cache) = &failure.cache {
+        finding.verdict = cache.verdict(finding.size);
+        advice = cache.advice(finding.size);
+        finding.cache = Some(cache.clone());
     }
-    Ok(stories)
+    let previous = memory.previous.as_ref().map(|(seq, before)| {
+        (
+            *seq,
+            analysis::collected_between(before, &memory.layout.allocations),
+        )
+    });
+    let mut story = Story {
+        finding,
+        previous,
+        recent: memory.recent.clone(),
+        advice,
+        capacity: memory.layout.capacity,
+        link: String::new(),
+        snapshot_note: failure.snapshot_note.clone(),
+    };
+    story.link = format!(
+        "memstate map --html map.html, then open map.html{}",
+        story.fragment()
+    );
+    story
 }
 
 /// Where a request would go in one memory now.
@@ -177,7 +149,7 @@ impl Placement {
     }
 
     pub fn fragment(&self) -> String {
-        page::fragment(
+        link::fragment(
             &self.layout.handle,
             self.layout.snapshot_id,
             self.window(),
@@ -205,98 +177,38 @@ pub fn fits_now(layout: &Layout, size: u64, alignment: u64) -> Option<FitsNow> {
         .min_by_key(|fits| (fits.hole_size, fits.hole_offset))
 }
 
-/// Which memories a question about a request looks at.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
-    /// The memories a selector names (a handle or a kind).
-    Named(String),
-    /// Every memory.
-    All,
-    /// The memories of the kind a failed request in the snapshots named, else [`DEFAULT_KIND`].
-    Default,
-}
-
-/// The memories a scope names.
-#[derive(Debug, Clone, Default)]
-pub struct Scoped {
-    /// (snapshot, memory) pairs, by snapshot.
-    pub pairs: Vec<(i64, i64)>,
-    /// The memory kinds the default chose (empty for the other scopes, or when no memory has them
-    /// and every memory is taken instead).
-    pub kinds: Vec<String>,
-}
-
-/// The memories a scope names in the snapshots `snapshot` selects.
-pub fn scope_pairs(conn: &Connection, snapshot: &str, scope: &Scope) -> Result<Scoped> {
-    let every = |memory: Option<&str>| -> Result<Scoped> {
-        Ok(Scoped {
-            pairs: select::pairs(conn, snapshot, memory)?,
-            kinds: Vec::new(),
-        })
-    };
-    match scope {
-        Scope::Named(selector) => every(Some(selector)),
-        Scope::All => every(None),
-        Scope::Default => {
-            let snapshot_ids = select::snapshot_ids(conn, snapshot)?;
-            let mut kinds = select::failed_kinds(conn, &snapshot_ids)?;
-            if kinds.is_empty() {
-                kinds.push(DEFAULT_KIND.to_string());
-            }
-            let mut pairs = Vec::new();
-            for &snapshot_id in &snapshot_ids {
-                for kind in &kinds {
-                    for memory_id in select::memory_ids(conn, snapshot_id, Some(kind))? {
-                        pairs.push((snapshot_id, memory_id));
-                    }
-                }
-            }
-            if pairs.is_empty() {
-                return every(None);
-            }
-            pairs.sort_unstable();
-            Ok(Scoped { pairs, kinds })
-        }
-    }
-}
-
-/// Where a request of `size` would go in each memory: `alignment` when given, else each
-/// memory's own. With `keep_layouts`, each placement keeps its memory's allocations and holes
-/// (to draw a page).
-pub fn placements(
-    conn: &Connection,
-    pairs: &[(i64, i64)],
+/// Where a request of `size` would go in a memory: `alignment` when given, else the memory's
+/// own. With `keep_layout`, the placement keeps the memory's allocations and holes (to draw a
+/// page).
+pub fn place(
+    mut layout: Layout,
     size: u64,
     alignment: Option<u64>,
-    keep_layouts: bool,
-) -> Result<Vec<Placement>> {
-    let mut found = Vec::new();
-    for mut layout in load::layouts_of(conn, pairs, true)? {
-        let alignment = alignment.or(layout.alignment).unwrap_or(1).max(1);
-        let fits = fits_now(&layout, size, alignment);
-        let blockers = match fits {
-            Some(_) => None,
-            None => analysis::blockers(&layout, size, alignment),
-        };
-        if !keep_layouts {
-            layout.allocations = Vec::new();
-            layout.holes = Vec::new();
-        }
-        let mut placement = Placement {
-            layout,
-            size,
-            alignment,
-            fits_now: fits,
-            blockers,
-            link: String::new(),
-        };
-        placement.link = format!(
-            "add --html map.html, then open map.html{}",
-            placement.fragment()
-        );
-        found.push(placement);
+    keep_layout: bool,
+) -> Placement {
+    let alignment = alignment.or(layout.alignment).unwrap_or(1).max(1);
+    let fits = fits_now(&layout, size, alignment);
+    let blockers = match fits {
+        Some(_) => None,
+        None => analysis::blockers(&layout, size, alignment),
+    };
+    if !keep_layout {
+        layout.allocations = Vec::new();
+        layout.holes = Vec::new();
     }
-    Ok(found)
+    let mut placement = Placement {
+        layout,
+        size,
+        alignment,
+        fits_now: fits,
+        blockers,
+        link: String::new(),
+    };
+    placement.link = format!(
+        "add --html map.html, then open map.html{}",
+        placement.fragment()
+    );
+    placement
 }
 
 /// Point each placement's link into the page at `url`.

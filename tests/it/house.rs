@@ -121,6 +121,28 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
 }
 
+/// The rooms that compute and draw read nothing: a story is told, an analysis made and a page or
+/// chart drawn from what `query` gathered (issue 28: one loader, pure stories). None of their
+/// files names SQLite or a connection.
+#[test]
+fn the_rooms_that_compute_and_draw_read_no_database() {
+    let pure = ["story", "analysis", "viz", "present", "dump", "units"];
+    let reading: Vec<String> = source_files()
+        .iter()
+        .filter(|path| {
+            module_of(path)
+                .first()
+                .is_some_and(|room| pure.contains(&room.as_str()))
+        })
+        .filter(|path| {
+            let code = code_of(&std::fs::read_to_string(path).unwrap());
+            code.contains("rusqlite") || code.contains("Connection")
+        })
+        .map(|path| path.display().to_string())
+        .collect();
+    assert!(reading.is_empty(), "these read the database: {reading:?}");
+}
+
 #[test]
 fn no_source_file_is_longer_than_the_limit() {
     let long: Vec<String> = source_files()
