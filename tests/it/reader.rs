@@ -76,10 +76,21 @@ fn overlap(first: &str, second: &str) -> Value {
     )
 }
 
+/// Every bad input of the reader tests, with where and what it is refused for.
 pub fn cases() -> Vec<Case> {
+    let mut cases = syntax_cases();
+    cases.extend(missing_and_mistyped_cases());
+    cases.extend(value_cases());
+    cases.extend(layout_cases());
+    cases.extend(id_overlap_and_unknown_cases());
+    cases
+}
+
+/// Inputs that are no JSON, or no dump: truncated, not UTF-8, the wrong format or version.
+fn syntax_cases() -> Vec<Case> {
     use Schema::*;
     let text = serde_json::to_vec_pretty(&small()).unwrap();
-    let mut cases = vec![
+    vec![
         raw("truncated", &text[..text.len() / 2], "line ", "truncated"),
         raw(
             "not json",
@@ -141,7 +152,13 @@ pub fn cases() -> Vec<Case> {
             "expected version 1",
             Rejects,
         ),
-    ];
+    ]
+}
+
+/// Each required field missing, and each number given as text.
+fn missing_and_mistyped_cases() -> Vec<Case> {
+    use Schema::*;
+    let mut cases = Vec::new();
     for pointer in [
         "/format",
         "/version",
@@ -207,8 +224,14 @@ pub fn cases() -> Vec<Case> {
             Rejects,
         ));
     }
+    cases
+}
+
+/// Figures out of range and values of the wrong kind.
+fn value_cases() -> Vec<Case> {
+    use Schema::*;
     let size = "/memories/0/allocations/2/size";
-    cases.extend([
+    vec![
         case(
             "size 2^63",
             set(small(), size, json!(9223372036854775808u64)),
@@ -288,6 +311,13 @@ pub fn cases() -> Vec<Case> {
             "overlaps memories[1].allocations[0]",
             Accepts,
         ),
+    ]
+}
+
+/// Holes and allocations that overlap or lie outside their memory, and other layouts.
+fn layout_cases() -> Vec<Case> {
+    use Schema::*;
+    vec![
         case(
             "holes over each other",
             set(
@@ -373,7 +403,13 @@ pub fn cases() -> Vec<Case> {
             "expected a string",
             Rejects,
         ),
-    ]);
+    ]
+}
+
+/// Malformed ids, overlapping states, and `unknown` lists.
+fn id_overlap_and_unknown_cases() -> Vec<Case> {
+    use Schema::*;
+    let mut cases = Vec::new();
     for (name, id) in [
         ("0x alone", json!("0x")),
         ("not hex", json!("xyz")),
