@@ -208,7 +208,11 @@ impl Layout {
                     .collect(),
             ));
         }
-        printed.print(out).map(|_| ())
+        // prettytable writes a cell at a time: gathered here, the chunk reaches `out` (standard
+        // output, flushed at each line end) in one write.
+        let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+        printed.print(&mut buffered)?;
+        buffered.flush()
     }
 
     /// One row for prettytable; text after the plan is padded to the planned widths, so that a
