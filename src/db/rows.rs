@@ -5,7 +5,7 @@
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 
-use super::span_tables::AllocationAttrs;
+use super::span_tables::{AllocationAttrs, OptionalAttrs};
 use crate::dump::{Allocation, Memory, MemoryFigures};
 
 /// The 64-bit pattern of an id, as SQLite stores it.
@@ -30,14 +30,14 @@ pub(super) fn allocation_attrs(
         size_bits(allocation.size),
         allocation.state.code() as u8, // 0 to 3
         kind,
-        [
-            allocation.handle.map(id_bits),
-            allocation.alignment.map(size_bits),
-            allocation.created_ns,
+        OptionalAttrs {
+            handle: allocation.handle.map(id_bits),
+            alignment: allocation.alignment.map(size_bits),
+            created_ns: allocation.created_ns,
             provenance,
             label,
-            allocation.gc_priority,
-        ],
+            gc_priority: allocation.gc_priority,
+        },
         allocation.attrs.clone(),
     )
 }

@@ -120,16 +120,36 @@ pub struct AllocationAttrs {
     pub attrs: Option<String>,
 }
 
+/// An allocation's optional attributes as stored, each named (texts as string ids): what
+/// [`AllocationAttrs::new`] packs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OptionalAttrs {
+    pub handle: Option<i64>,
+    pub alignment: Option<i64>,
+    pub created_ns: Option<i64>,
+    pub provenance: Option<i64>,
+    pub label: Option<i64>,
+    pub gc_priority: Option<i64>,
+}
+
 impl AllocationAttrs {
-    /// `optional`: handle, alignment, created_ns, provenance, label, gc_priority.
     pub fn new(
         offset: i64,
         size: i64,
         state: u8,
         kind: i64,
-        optional: [Option<i64>; 6],
+        optional: OptionalAttrs,
         attrs: Option<String>,
     ) -> Self {
+        // The order of `optional`'s slots, which the getters below read back.
+        let optional = [
+            optional.handle,
+            optional.alignment,
+            optional.created_ns,
+            optional.provenance,
+            optional.label,
+            optional.gc_priority,
+        ];
         let mut present = 0u8;
         let mut values = [0i64; 6];
         for (index, value) in optional.iter().enumerate() {
@@ -248,14 +268,14 @@ impl SpanTable for AllocationSpans {
             row.get(5)?,
             row.get(6)?,
             row.get(7)?,
-            [
-                row.get(8)?,
-                row.get(9)?,
-                row.get(10)?,
-                row.get(11)?,
-                row.get(12)?,
-                row.get(13)?,
-            ],
+            OptionalAttrs {
+                handle: row.get(8)?,
+                alignment: row.get(9)?,
+                created_ns: row.get(10)?,
+                provenance: row.get(11)?,
+                label: row.get(12)?,
+                gc_priority: row.get(13)?,
+            },
             row.get(14)?,
         ))
     }
@@ -326,7 +346,18 @@ mod tests {
 
     #[test]
     fn packed_attributes_keep_absent_apart_from_zero() {
-        let with = |optional| AllocationAttrs::new(0, 1, 2, 3, optional, None);
+        let with = |[handle, alignment, created_ns, provenance, label, gc_priority]: [Option<i64>;
+                        6]| {
+            let optional = OptionalAttrs {
+                handle,
+                alignment,
+                created_ns,
+                provenance,
+                label,
+                gc_priority,
+            };
+            AllocationAttrs::new(0, 1, 2, 3, optional, None)
+        };
         let absent = with([None; 6]);
         let zeros = with([Some(0); 6]);
         assert_ne!(absent, zeros);

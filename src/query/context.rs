@@ -20,11 +20,9 @@ fn failed_memory(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<
     let previous = match load::previous_snapshot(conn, snapshot_id)? {
         Some((previous_id, seq)) => {
             // The memory may be new at this snapshot: then nothing was collected in it.
-            let before = match load::layout(conn, previous_id, memory_id) {
-                Ok(before) => before.allocations,
-                Err(crate::Error::Usage(_)) => Vec::new(),
-                Err(error) => return Err(error),
-            };
+            let before = load::layout_if_present(conn, previous_id, memory_id)?
+                .map(|before| before.allocations)
+                .unwrap_or_default();
             Some((seq, before))
         }
         None => None,

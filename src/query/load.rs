@@ -29,13 +29,32 @@ pub(super) fn state(text: &str) -> rusqlite::Result<State> {
 
 /// One memory at one snapshot: its figures, holes and allocations (with their client objects).
 pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Layout> {
-    layouts(conn, snapshot_id, &[memory_id])?
-        .pop()
-        .ok_or_else(|| {
-            Error::Usage(format!(
-                "memory {memory_id} is not in snapshot {snapshot_id}"
-            ))
-        })
+    layout_if_present(conn, snapshot_id, memory_id)?.ok_or_else(|| {
+        Error::Usage(format!(
+            "memory {memory_id} is not in snapshot {snapshot_id}"
+        ))
+    })
+}
+
+/// [`layout`], or `None` when the memory is not in the snapshot (new after it, say).
+pub fn layout_if_present(
+    conn: &Connection,
+    snapshot_id: i64,
+    memory_id: i64,
+) -> Result<Option<Layout>> {
+    let present = conn
+        .query_row(
+            "SELECT 1 FROM memory_stats WHERE snapshot_id = ?1 AND memory_id = ?2",
+            params![snapshot_id, memory_id],
+            |_| Ok(()),
+        )
+        .optional()
+        .map_err(query_error)?
+        .is_some();
+    if !present {
+        return Ok(None);
+    }
+    Ok(layouts(conn, snapshot_id, &[memory_id])?.pop())
 }
 
 /// Several memories at one snapshot, in the order given: three queries whatever their number
