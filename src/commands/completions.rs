@@ -9,9 +9,14 @@ use memstate::{Error, Result};
 use crate::cli::{Cli, CompletionsArgs, ManArgs};
 
 pub fn completions(args: &CompletionsArgs) -> Result<u8> {
+    // clap_complete panics when its writer fails (`memstate completions zsh | head -3` closes
+    // the pipe early): the script is made in memory, then written, a closed pipe ending quietly.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "memstate", &mut script);
     let mut out = io::stdout().lock();
-    clap_complete::generate(args.shell, &mut Cli::command(), "memstate", &mut out);
-    out.flush().map_err(Error::Output)?;
+    out.write_all(&script)
+        .and_then(|()| out.flush())
+        .map_err(Error::Output)?;
     Ok(0)
 }
 
