@@ -279,6 +279,23 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     if let Some(dir) = &args.shard_dir {
         return import_shards(dir, args);
     }
+    // Nothing to read at all (every path missing): said, and no database made for it.
+    let missing: Vec<&String> = args
+        .read
+        .paths
+        .iter()
+        .filter(|path| *path != "-" && std::fs::symlink_metadata(path).is_err())
+        .collect();
+    if missing.len() == args.read.paths.len() {
+        for path in missing {
+            note!("error: {}: no such file or folder", visible(path));
+        }
+        note!(
+            "nothing imported; {} was left as it was",
+            visible(&db_path.display().to_string())
+        );
+        return Ok(1);
+    }
     let mut database = db::open(db_path)?;
     // Ctrl-C (or SIGTERM) stops the import cleanly: the statement running is interrupted, the
     // dump in progress rolled back, the database checkpointed and closed. A second one does not

@@ -66,11 +66,30 @@ pub fn snapshot_ids(conn: &Connection, selector: &str) -> Result<Vec<i64>> {
         }
     };
     if found.is_empty() {
+        require_snapshots(conn)?;
         return Err(Error::Usage(format!(
             "no snapshot matches {selector:?} (see memstate snapshots)"
         )));
     }
     Ok(found)
+}
+
+/// What a question about snapshots says of a database that holds none yet.
+pub const NO_SNAPSHOTS_YET: &str =
+    "the database holds no snapshots yet (import dumps with `memstate import PATH...`, or try `memstate demo`)";
+
+/// An error saying so when the database holds no snapshot at all.
+pub fn require_snapshots(conn: &Connection) -> Result<()> {
+    let any: bool = conn
+        .query_row("SELECT EXISTS (SELECT 1 FROM snapshots)", [], |row| {
+            row.get(0)
+        })
+        .map_err(query_error)?;
+    if any {
+        Ok(())
+    } else {
+        Err(Error::Usage(NO_SNAPSHOTS_YET.to_string()))
+    }
 }
 
 /// The one snapshot a selector names.
@@ -155,11 +174,17 @@ pub fn node_snapshots_up_to(conn: &Connection, snapshot_id: i64, count: u32) -> 
 pub fn oom_snapshots(conn: &Connection, selector: Option<&str>) -> Result<Vec<i64>> {
     match selector {
         Some(selector) => snapshot_ids(conn, selector),
-        None => ids(
-            conn,
-            "SELECT DISTINCT snapshot_id FROM failed_requests ORDER BY snapshot_id",
-            [],
-        ),
+        None => {
+            let found = ids(
+                conn,
+                "SELECT DISTINCT snapshot_id FROM failed_requests ORDER BY snapshot_id",
+                [],
+            )?;
+            if found.is_empty() {
+                require_snapshots(conn)?;
+            }
+            Ok(found)
+        }
     }
 }
 

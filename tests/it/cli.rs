@@ -444,3 +444,42 @@ fn a_closed_pipe_ends_completions_and_man_quietly() {
         }
     }
 }
+
+/// Issue 29, item 9: on a database that holds no snapshot yet, `stats` and `map` said `no
+/// snapshot matches "latest"` and `oom` "no failed request" (exit 0); each now says the database
+/// holds none yet and how to import. `import missing.json` made the database file anyway and
+/// said "1 refused from 0 inputs": it now says the path is missing and makes no file.
+#[test]
+fn an_empty_database_says_so_and_a_missing_path_makes_no_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let missing = dir.path().join("missing.json");
+    let output = on_db(&db).arg("import").arg(&missing).output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("missing.json: no such file or folder"),
+        "{stderr}"
+    );
+    assert!(!db.exists(), "a database was made for nothing");
+    // A database with its schema and no snapshot: every dump refused.
+    let bad = write(dir.path(), "bad.json", b"{}");
+    import(&db, &[&bad], 1);
+    for args in [
+        vec!["stats"],
+        vec!["map"],
+        vec!["oom"],
+        vec!["holes"],
+        vec!["blockers", "--size", "1MiB"],
+    ] {
+        let output = on_db(&db).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(
+                "the database holds no snapshots yet (import dumps with `memstate import PATH...`"
+            ),
+            "{args:?}: {stderr}"
+        );
+    }
+}
