@@ -165,10 +165,30 @@ impl Printer {
         memstate::present::TableStream::start(columns, &self.style, out)
     }
 
-    /// Print a report to standard output.
+    /// The columns `--columns` names among `columns` (`None` without it): an unknown name is a
+    /// usage error that lists the columns there are.
+    pub fn chosen(&self, columns: &[String]) -> Result<Option<Vec<usize>>> {
+        match &self.style.columns {
+            None => Ok(None),
+            Some(chosen) => memstate::present::chosen_columns(columns, chosen)
+                .map(Some)
+                .map_err(Error::Usage),
+        }
+    }
+
+    /// Print a report to standard output: `--columns` chooses the table's columns in every
+    /// format.
     pub fn print(&self, report: &Report) -> Result<()> {
+        let chosen = self.chosen(&report.table.columns)?;
         let mut out = io::stdout().lock();
-        emit(report, self.format, &self.style, &mut out).map_err(Error::Output)?;
+        match (&chosen, self.format) {
+            (Some(indices), Format::Rows(_)) => {
+                let projected = Report::table(report.table.projected(indices));
+                emit(&projected, self.format, &self.style, &mut out)
+            }
+            _ => emit(report, self.format, &self.style, &mut out),
+        }
+        .map_err(Error::Output)?;
         out.flush().map_err(Error::Output)
     }
 }

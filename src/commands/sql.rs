@@ -30,25 +30,35 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
         &parameters,
         &mut |event| match event {
             RowEvent::Columns(columns) => {
+                let chosen = printer.chosen(columns)?;
                 let out = io::stdout().lock();
                 sink = Some(match printer.format() {
                     Format::Table => Sink::Table(Box::new(printer.table_stream(columns, out))),
                     Format::Rows(format) => {
-                        Sink::Exact(RowStream::start(columns, format, out).map_err(Error::Output)?)
+                        let shown: Vec<String> = match &chosen {
+                            Some(indices) => indices.iter().map(|&i| columns[i].clone()).collect(),
+                            None => columns.to_vec(),
+                        };
+                        let rows = RowStream::start(&shown, format, out).map_err(Error::Output)?;
+                        Sink::Exact(rows, chosen)
                     }
                 });
                 Ok(())
             }
             RowEvent::Row(cells) => match sink.as_mut() {
                 Some(Sink::Table(table)) => table.row(cells).map_err(Error::Output),
-                Some(Sink::Exact(rows)) => rows.row(&cells).map_err(Error::Output),
+                Some(Sink::Exact(rows, None)) => rows.row(&cells).map_err(Error::Output),
+                Some(Sink::Exact(rows, Some(indices))) => {
+                    let shown: Vec<_> = indices.iter().map(|&i| cells[i].clone()).collect();
+                    rows.row(&shown).map_err(Error::Output)
+                }
                 None => Ok(()),
             },
         },
     )?;
     match sink {
         Some(Sink::Table(table)) => table.finish().map_err(Error::Output)?,
-        Some(Sink::Exact(rows)) => rows.finish().map_err(Error::Output)?,
+        Some(Sink::Exact(rows, _)) => rows.finish().map_err(Error::Output)?,
         None => {}
     }
     Ok(0)
@@ -57,5 +67,6 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
 /// Where the rows go: a table for people, or an exact format.
 enum Sink {
     Table(Box<TableStream<io::StdoutLock<'static>>>),
-    Exact(RowStream<'static>),
+    /// With the columns `--columns` chose, by index.
+    Exact(RowStream<'static>, Option<Vec<usize>>),
 }

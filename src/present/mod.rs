@@ -124,6 +124,31 @@ impl<'r> Report<'r> {
 }
 
 /// Write `report` in `format`.
+/// The indices of the columns `--columns` names among `columns`, in its order; an error that
+/// names the unknown ones and lists the columns there are.
+pub fn chosen_columns(columns: &[String], chosen: &[String]) -> Result<Vec<usize>, String> {
+    let unknown: Vec<&String> = chosen
+        .iter()
+        .filter(|name| !columns.contains(name))
+        .collect();
+    if !unknown.is_empty() || chosen.is_empty() {
+        let named: Vec<String> = unknown.iter().map(|name| format!("{name:?}")).collect();
+        return Err(format!(
+            "--columns: {} not a column here; the columns are: {}",
+            if named.is_empty() {
+                "no name given is".to_string()
+            } else {
+                format!("{} is", named.join(", "))
+            },
+            columns.join(",")
+        ));
+    }
+    Ok(chosen
+        .iter()
+        .filter_map(|name| columns.iter().position(|column| column == name))
+        .collect())
+}
+
 pub fn emit(report: &Report, format: Format, style: &Style, out: &mut dyn Write) -> io::Result<()> {
     match format {
         Format::Table => match &report.human {

@@ -49,6 +49,20 @@ impl Table {
         self
     }
 
+    /// Only the columns at `indices`, in that order (`--columns` in an exact format).
+    pub fn projected(&self, indices: &[usize]) -> Table {
+        Table {
+            columns: indices.iter().map(|&i| self.columns[i].clone()).collect(),
+            units: indices.iter().map(|&i| self.units[i]).collect(),
+            rows: self
+                .rows
+                .iter()
+                .map(|row| indices.iter().map(|&i| row[i].clone()).collect())
+                .collect(),
+            compact: None,
+        }
+    }
+
     /// The index of a column by name.
     pub fn column(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|column| column == name)

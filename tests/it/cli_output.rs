@@ -534,3 +534,53 @@ fn sql_stops_at_its_limits_and_says_which() {
     let expected: Vec<i64> = (1..=2500).map(|x| x * 7).collect();
     assert_eq!(numbers, expected);
 }
+
+/// Issue 29, item 5: `--columns nope` printed blank lines with exit 0, an unknown name in a list
+/// was dropped, and csv ignored `--columns`. An unknown name is refused, naming it and listing the
+/// columns there are; the columns chosen are what every format gives, in their order.
+#[test]
+fn columns_are_checked_and_honoured_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    for args in [
+        vec!["memories", "--columns", "nope"],
+        vec!["memories", "--columns", "kind,nope", "--format", "csv"],
+        vec!["sql", "SELECT 1 AS a, 2 AS b", "--columns", "c"],
+    ] {
+        let output = on_db(&db).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("is not a column here; the columns are: "),
+            "{args:?}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+    let csv = on_db(&db)
+        .args(["memories", "--columns", "kind,handle", "--format", "csv"])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8_lossy(&csv.stdout).into_owned();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("kind,handle"));
+    assert!(
+        lines.all(|line| line.split(',').count() == 2 && line.contains(",0x")),
+        "{csv}"
+    );
+    let json = on_db(&db)
+        .args([
+            "sql",
+            "SELECT 1 AS a, 2 AS b",
+            "--columns",
+            "b,a",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value, serde_json::json!([{"b": 2, "a": 1}]));
+    let keys: Vec<&String> = value[0].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["b", "a"], "in the order asked");
+}
