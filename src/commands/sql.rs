@@ -15,6 +15,20 @@ use crate::cli::SqlArgs;
 pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
     let parameters = query::parse_parameters(&args.params)?;
     let database = db::open_read_only(db_path)?;
+    // A snapshot parameter takes the forms `report` takes: `latest` and RUN:NODE:SEQ name the
+    // snapshot, bound as its id (before, `latest` was bound as text and answered nothing).
+    let parameters = parameters
+        .into_iter()
+        .map(|(key, value)| {
+            if key.ends_with("snapshot_id") && value.parse::<i64>().is_err() {
+                let id = query::select::one_snapshot(&database.conn, &value)
+                    .map_err(|error| Error::Usage(format!("-p {key}={value}: {error}")))?;
+                Ok((key, id.to_string()))
+            } else {
+                Ok((key, value))
+            }
+        })
+        .collect::<Result<Vec<_>>>()?;
     query::limit_ad_hoc(
         &database.conn,
         query::AdHocLimits {

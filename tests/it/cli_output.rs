@@ -584,3 +584,38 @@ fn columns_are_checked_and_honoured_in_every_format() {
     let keys: Vec<&String> = value[0].as_object().unwrap().keys().collect();
     assert_eq!(keys, ["b", "a"], "in the order asked");
 }
+
+/// Issue 29, item 6: `sql -p snapshot_id=latest` bound the text `latest` and silently answered
+/// nothing, though `report` takes it. A snapshot parameter takes the same forms: small.json is one
+/// snapshot (id 1, example-run:0:3) of 7 allocations, counted by hand.
+#[test]
+fn sql_takes_the_snapshot_forms_report_takes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let count = "SELECT count(*) AS n FROM allocations WHERE snapshot_id = :snapshot_id";
+    for form in ["1", "latest", "example-run:0:3"] {
+        let output = on_db(&db)
+            .args([
+                "sql",
+                count,
+                "-p",
+                &format!("snapshot_id={form}"),
+                "--format",
+                "csv",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&output.stdout), "n\n7\n", "{form}");
+    }
+    let output = on_db(&db)
+        .args(["sql", count, "-p", "snapshot_id=nope"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("expected latest, a snapshot id, or RUN:NODE:SEQ"),
+        "{stderr}"
+    );
+}
