@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use memstate::present::Report;
-use memstate::query::context::{self, Scope, Scoped, DEFAULT_KIND};
+use memstate::query::context::{self, Scope, Scoped};
 use memstate::story::{self, link, rows, text};
 use memstate::units::human;
 use memstate::viz::page;
@@ -23,7 +23,11 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
         (None, true) => Scope::All,
         (None, false) => Scope::Default,
     };
-    let Scoped { pairs, kinds } = context::scope_pairs(conn, &args.snapshot.snapshot, &scope)?;
+    let Scoped {
+        pairs,
+        kinds,
+        failed,
+    } = context::scope_pairs(conn, &args.snapshot.snapshot, &scope)?;
     let mut placements =
         context::placements(conn, &pairs, args.size, args.alignment, args.html.is_some())?;
     if let (Some(path), Some(target)) = (&args.html, &target) {
@@ -38,10 +42,10 @@ pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
                 out,
                 "Looking at the {} memories ({}; --memory names others, --all takes every memory).",
                 kinds.join(" and "),
-                if kinds == [DEFAULT_KIND] {
-                    "no request failed in these snapshots"
-                } else {
+                if failed {
                     "where a request failed in these snapshots"
+                } else {
+                    "no request failed in these snapshots"
                 }
             )?;
         }

@@ -97,6 +97,9 @@ pub struct Scoped {
     /// The memory kinds the default chose (empty for the other scopes, or when no memory has them
     /// and every memory is taken instead).
     pub kinds: Vec<String>,
+    /// Whether those kinds are where requests failed in the snapshots (else [`DEFAULT_KIND`],
+    /// no request having failed there).
+    pub failed: bool,
 }
 
 /// The memories a scope names in the snapshots `snapshot` selects.
@@ -105,6 +108,7 @@ pub fn scope_pairs(conn: &Connection, snapshot: &str, scope: &Scope) -> Result<S
         Ok(Scoped {
             pairs: select::pairs(conn, snapshot, memory)?,
             kinds: Vec::new(),
+            failed: false,
         })
     };
     match scope {
@@ -113,7 +117,8 @@ pub fn scope_pairs(conn: &Connection, snapshot: &str, scope: &Scope) -> Result<S
         Scope::Default => {
             let snapshot_ids = select::snapshot_ids(conn, snapshot)?;
             let mut kinds = select::failed_kinds(conn, &snapshot_ids)?;
-            if kinds.is_empty() {
+            let failed = !kinds.is_empty();
+            if !failed {
                 kinds.push(DEFAULT_KIND.to_string());
             }
             let mut pairs = Vec::new();
@@ -128,7 +133,11 @@ pub fn scope_pairs(conn: &Connection, snapshot: &str, scope: &Scope) -> Result<S
                 return every(None);
             }
             pairs.sort_unstable();
-            Ok(Scoped { pairs, kinds })
+            Ok(Scoped {
+                pairs,
+                kinds,
+                failed,
+            })
         }
     }
 }

@@ -539,3 +539,34 @@ fn diff_warns_across_nodes_and_backwards_and_refuses_across_runs() {
     assert_eq!(runs.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&runs.stderr).contains("different runs"));
 }
+
+/// Issue 29, item 8: `blockers` said "no request failed in these snapshots" when the request that
+/// failed was on GPU_FB_MEM, the default kind (it compared the kinds chosen with the default). In
+/// small.json a 300000-byte request failed on GPU_FB_MEM 0x1e00000000000003; a database of a
+/// dump without failures (its failed request removed) is where none failed.
+#[test]
+fn blockers_says_whether_a_request_failed_when_it_failed_on_the_default_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let failed = dir.path().join("failed.db");
+    import(&failed, &[&data("small.json")], 0);
+    let text = text_of(&failed, &["blockers", "--size", "1KiB"]);
+    assert!(
+        text.contains(
+            "Looking at the GPU_FB_MEM memories (where a request failed in these snapshots;"
+        ),
+        "{text}"
+    );
+    let calm = dir.path().join("calm.db");
+    let dump = crate::common::set(
+        crate::common::small(),
+        "/memories/0/failed_requests",
+        serde_json::json!([]),
+    );
+    let path = crate::common::write_json(dir.path(), "calm.json", &dump);
+    import(&calm, &[&path], 0);
+    let text = text_of(&calm, &["blockers", "--size", "1KiB"]);
+    assert!(
+        text.contains("Looking at the GPU_FB_MEM memories (no request failed in these snapshots;"),
+        "{text}"
+    );
+}
