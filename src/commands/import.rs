@@ -89,10 +89,11 @@ fn summary_report<'r>(
                 summary.replaced
             ));
         }
-        line.push_str(&format!(
-            ", {} unchanged (skipped), {} refused",
-            summary.unchanged, summary.refused
-        ));
+        // Only an import can find a dump already there.
+        if db.is_some() {
+            line.push_str(&format!(", {} unchanged (skipped)", summary.unchanged));
+        }
+        line.push_str(&format!(", {} refused", summary.refused));
         if summary.annotations > 0 {
             line.push_str(&format!(
                 ", {}",

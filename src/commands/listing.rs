@@ -5,7 +5,7 @@ use std::path::Path;
 use memstate::present::{Cell, Report, Table};
 use memstate::query::listing::{self, AllocationFilter};
 use memstate::query::{load, select};
-use memstate::units::{human, ratio, visible};
+use memstate::units::{counted, human, ratio, visible};
 use memstate::{db, Result};
 
 use super::Printer;
@@ -60,14 +60,14 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
         let snapshot_id = layout.snapshot_id;
         let table = listing::largest_holes(&layout, args.top);
         let header = format!(
-            "{} node {} seq {} (snapshot {snapshot_id}), {} {}: {} free in {} holes, largest {}, fragmentation {}",
+            "{} node {} seq {} (snapshot {snapshot_id}), {} {}: {} free in {}, largest {}, fragmentation {}",
             visible(&layout.run),
             layout.node,
             layout.seq,
             visible(&layout.kind),
             layout.handle,
             human(layout.free_bytes),
-            layout.holes.len(),
+            counted(layout.holes.len() as u64, "hole"),
             human(layout.largest_hole),
             ratio(layout.fragmentation())
         );

@@ -73,6 +73,11 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
 /// Where an output file the user named goes, checked before the command does its work: refused
 /// (exit 2) when it is the database, one of its companions or a dump it imported.
 fn output_target(database: &memstate::db::Database, output: &Path) -> Result<PathBuf> {
+    if output == Path::new("-") {
+        return Err(Error::Usage(
+            "a page or a chart is written to a file: name one (`-` is no file here; tables and exact formats go to standard output)".to_string(),
+        ));
+    }
     database.protected()?.check(output)
 }
 

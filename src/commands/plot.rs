@@ -4,7 +4,7 @@ use std::path::Path;
 
 use memstate::present::{Cell, Format, Report, Table};
 use memstate::query::{load, select};
-use memstate::units::visible;
+use memstate::units::{counted, visible};
 use memstate::viz::plot::{self, Metric, XAxis};
 use memstate::{db, Error, Result};
 
@@ -81,9 +81,9 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
         };
         writeln!(
             out,
-            "wrote {} ({lines}, {} oom marks)",
+            "wrote {} ({lines}, {})",
             visible(&args.out.display().to_string()),
-            ooms
+            counted(ooms as u64, "oom mark")
         )
     });
     Printer::with_format(Format::Table).print(&report)?;

@@ -619,3 +619,42 @@ fn sql_takes_the_snapshot_forms_report_takes() {
         "{stderr}"
     );
 }
+
+/// Issue 29, item 13: `map --html -` wrote a file named `-`; "1 holes", "1 oom marks"; `validate`
+/// said "0 unchanged (skipped)", which only an import can find. small.json's SYSTEM_MEM memory has
+/// one hole (1 KiB), its one snapshot one oom mark.
+#[test]
+fn small_words_are_right() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    import(&db, &[&data("small.json")], 0);
+    let output = on_db(&db)
+        .current_dir(dir.path())
+        .args(["map", "--html", "-"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(!dir.path().join("-").exists());
+    let holes =
+        String::from_utf8_lossy(&on_db(&db).arg("holes").output().unwrap().stdout).into_owned();
+    assert!(holes.contains("1 KiB free in 1 hole, largest"), "{holes}");
+    let chart = dir.path().join("chart.svg");
+    let plot = on_db(&db)
+        .arg("plot")
+        .arg("--out")
+        .arg(&chart)
+        .output()
+        .unwrap();
+    let plot = String::from_utf8_lossy(&plot.stdout).into_owned();
+    assert!(plot.contains(", 1 oom mark)"), "{plot}");
+    let valid = memstate()
+        .arg("validate")
+        .arg(data("small.json"))
+        .output()
+        .unwrap();
+    let valid = String::from_utf8_lossy(&valid.stdout).into_owned();
+    assert!(
+        valid.starts_with("valid: 1 dump (7 allocations), 0 refused"),
+        "{valid}"
+    );
+}
