@@ -50,6 +50,11 @@ fn outside_programs() {
         ("has_pandas", "python3 -c 'import pandas, matplotlib'"),
         ("has_gxx", "command -v g++"),
         ("has_python3", "command -v python3"),
+        ("has_duckdb", "python3 -c 'import duckdb'"),
+        (
+            "has_spark",
+            "python3 -c 'import pyspark' && command -v java",
+        ),
         // A folder mounted read-only in a private mount namespace (root and `unshare -m`).
         (
             "has_private_mount",

@@ -169,6 +169,10 @@ fn runner() -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_duckdb),
+    ignore = "DuckDB is not installed for python3 (.ci/run installs it: pip install duckdb)"
+)]
 fn every_portable_query_on_duckdb_equals_report() {
     if !python_with("duckdb", "to run the portable queries on DuckDB") {
         return;
@@ -212,6 +216,10 @@ fn every_portable_query_on_duckdb_equals_report() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_duckdb),
+    ignore = "DuckDB is not installed for python3 (.ci/run installs it: pip install duckdb)"
+)]
 fn portable_queries_on_what_producers_print_equal_report_on_duckdb() {
     if !python_with("duckdb", "to run the portable queries on DuckDB") {
         return;
@@ -299,6 +307,10 @@ fn portable_queries_on_what_producers_print_equal_report_on_duckdb() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_duckdb),
+    ignore = "DuckDB is not installed for python3 (.ci/run installs it: pip install duckdb)"
+)]
 fn a_dataset_without_dumps_has_nothing_to_ask() {
     if !python_with("duckdb", "to run the portable queries on DuckDB") {
         return;
@@ -316,6 +328,10 @@ fn a_dataset_without_dumps_has_nothing_to_ask() {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_spark),
+    ignore = "PySpark or Java is not installed (.ci/run installs them)"
+)]
 fn churn_growth_and_snapshot_queries_on_spark_equal_report() {
     if !python_with("pyspark", "to run the portable queries on Spark")
         || !crate::common::have("java", "to run Spark in local mode")
@@ -513,6 +529,10 @@ fn hostile_cases() -> Vec<(&'static str, Vec<String>, &'static str)> {
 /// its id, quote and backslash and all, and `ref[A]` read, not `refA`), every hostile parameter
 /// is refused, and the table form shows the provenance's escapes as text.
 #[test]
+#[cfg_attr(
+    not(has_duckdb),
+    ignore = "DuckDB is not installed for python3 (.ci/run installs it: pip install duckdb)"
+)]
 fn the_runner_binds_values_and_reads_the_folder_it_is_given_on_duckdb() {
     if !python_with("duckdb", "to run the portable queries on DuckDB") {
         return;
