@@ -30,7 +30,7 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
             select::check_run(conn, run)?;
             run.clone()
         }
-        None => select::latest_run(conn)?,
+        None => select::only_run(conn)?,
     };
     let memory_ids = match &args.memory.memory {
         Some(memory) => {

@@ -251,7 +251,15 @@ pub fn trend_table(conn: &Connection, memory: Option<&str>, run: Option<&str>) -
             optional_text(handle.as_deref()),
         ],
     )?;
+    // Several runs in the answer: each row says its run (their nodes and seqs repeat).
+    let mut runs: Vec<&Cell> = result
+        .column("run")
+        .map(|index| result.rows.iter().map(|row| &row[index]).collect())
+        .unwrap_or_default();
+    runs.dedup(); // the rows come ordered by run
+    let run: &[&str] = if runs.len() > 1 { &["run"] } else { &[] };
     let shown = [
+        run,
         &["node", "seq", "time_s", "handle", "kind"],
         FIGURES,
         unknown_shown(&result),

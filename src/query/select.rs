@@ -324,15 +324,26 @@ pub fn run_memory_ids(conn: &Connection, run: &str, selector: Option<&str>) -> R
     )
 }
 
-/// The run of the most recently imported snapshot.
-pub fn latest_run(conn: &Connection) -> Result<String> {
-    texts(
-        conn,
-        "SELECT run FROM snapshots ORDER BY snapshot_id DESC LIMIT 1",
-        [],
-    )?
-    .pop()
-    .ok_or_else(|| Error::Usage("the database holds no snapshot; import dumps first".to_string()))
+/// The database's only run; with several, an error that lists them and suggests `--run` (a
+/// chart of one run is not chosen for the user by which was imported last).
+pub fn only_run(conn: &Connection) -> Result<String> {
+    let runs = texts(conn, "SELECT run FROM runs ORDER BY run LIMIT 21", [])?;
+    match runs.as_slice() {
+        [] => Err(Error::Usage(NO_SNAPSHOTS_YET.to_string())),
+        [only] => Ok(only.clone()),
+        several => {
+            let shown: Vec<String> = several
+                .iter()
+                .take(20)
+                .map(|run| format!("{run:?}"))
+                .collect();
+            let more = if several.len() > 20 { ", ..." } else { "" };
+            Err(Error::Usage(format!(
+                "the database holds several runs ({}{more}): choose one with --run",
+                shown.join(", ")
+            )))
+        }
+    }
 }
 
 /// Refuse a run that is not in the database, listing the runs there are.

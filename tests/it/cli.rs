@@ -483,3 +483,49 @@ fn an_empty_database_says_so_and_a_missing_path_makes_no_database() {
         );
     }
 }
+
+/// Issue 29, item 7: with several runs, `trend` interleaved them with no run column, and `plot`
+/// silently drew the run imported last. small.json imported as runs "a" and "b": the trend table
+/// shows each row's run; `plot` refuses, listing the runs and naming `--run`, and draws with it.
+#[test]
+fn several_runs_are_told_apart_or_one_is_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    for run in ["a", "b"] {
+        let dump = set(small(), "/run/id", json!(run));
+        let path = write_json(dir.path(), &format!("{run}.json"), &dump);
+        import(&db, &[&path], 0);
+    }
+    let trend = crate::common::text_of(&db, &["trend", "--wide"]);
+    let header = trend.lines().next().unwrap_or_default();
+    assert!(header.split_whitespace().next() == Some("run"), "{trend}");
+    let compact = crate::common::text_of(&db, &["trend"]);
+    assert!(
+        compact
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .starts_with("run "),
+        "{compact}"
+    );
+    let chart = dir.path().join("chart.svg");
+    let output = on_db(&db)
+        .arg("plot")
+        .arg("--out")
+        .arg(&chart)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("several runs (\"a\", \"b\"): choose one with --run"),
+        "{stderr}"
+    );
+    assert!(!chart.exists());
+    on_db(&db)
+        .args(["plot", "--run", "a", "--out"])
+        .arg(&chart)
+        .assert()
+        .success();
+    assert!(chart.exists());
+}
