@@ -301,6 +301,14 @@ fn without_a_failure_the_page_opens_on_the_most_fragmented_memory() {
         None,
         "no request marked"
     );
+    // Issue 29, item 11: the help's example link is this page's own, not the demo's
+    // (#memory=0x1e00000000000002&snapshot=34 on every page before).
+    assert!(
+        dom.contains("#memory=0x1e00000000000003&amp;snapshot=1&amp;range=START:END")
+            && !dom.contains("snapshot=34"),
+        "{}",
+        &dom[dom.find("Links:").unwrap_or(0)..][..300.min(dom.len())]
+    );
 }
 
 #[test]
