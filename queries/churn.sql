@@ -1,7 +1,9 @@
 -- For each pair of consecutive snapshots of a node: how many allocations appeared and
 -- disappeared (by uid), and their bytes. High churn with a falling largest hole is fragmentation
 -- in the making. An allocation that only changed (state, place, size) neither appears nor
--- disappears. Reads the spans: a span starting at a snapshot (not a node's first) is an
+-- disappears.
+--
+-- Reads the spans: a span starting at a snapshot (not a node's first) is an
 -- appearance unless the same uid has a span ending just before it; a span ending before a later
 -- snapshot is a disappearance unless the same uid has a span starting there. Set lookups, not
 -- window functions: SQLite's lag/lead over one small partition per uid cost about 2 us a span.

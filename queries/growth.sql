@@ -1,5 +1,6 @@
 -- Provenances whose live bytes (valid, collectable and pending_alloc allocations) grow across a
 -- run, per node: leak suspects, the biggest growth first. Only provenances that grew are listed.
+--
 -- Reads the spans once: the live bytes of a provenance rise where its spans start and fall after
 -- they end. The bytes starting and ending are summed per snapshot first (one sort of the spans),
 -- then a running sum over those few rows gives the figure at every snapshot where something

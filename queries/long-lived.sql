@@ -1,10 +1,13 @@
 -- Allocations followed by uid across the snapshots of a run: when each was first and last seen,
 -- in how many snapshots, and how big; the longest-lived first. Long-lived small allocations in
--- the middle of a memory are the usual cause of fragmentation. Reads the spans: one row per
+-- the middle of a memory are the usual cause of fragmentation. A uid seen with another kind or
+-- provenance (a producer that reuses ids) is a row of its own.
+--
+-- Reads the spans: one row per
 -- stretch of unchanged snapshots, not one per snapshot; like growth, memstate's private span
 -- table with integer ids, the texts looked up only for the rows shown.
--- A uid seen with another kind or provenance (a producer that reuses ids) is a row of its own;
--- ties are broken down to those columns, so that every engine gives the rows in one order.
+-- Ties are broken down to the kind and provenance, so that every engine gives the rows in one
+-- order.
 --
 -- @param run  run      the run (runs.run)
 -- @param top  limit    at most this many allocations (default 20)

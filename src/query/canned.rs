@@ -127,6 +127,10 @@ fn parse(name: &'static str, sql: &'static str) -> Query {
             in_description = false;
             let (name, unit, doc) = split_doc(rest);
             columns.push(Column { name, unit, doc });
+        } else if in_description && line.is_empty() && !description.is_empty() {
+            // What the query answers is its first paragraph; the "why" of how it is written
+            // stays in the SQL's comments.
+            in_description = false;
         } else if in_description && !line.is_empty() {
             description.push(line.to_string());
         }

@@ -81,8 +81,40 @@ pub fn views() -> Vec<ViewDoc> {
     views
 }
 
-/// Text for HTML: `&`, `<`, `>` escaped, and Markdown's `code` shown as code.
+/// Markdown links (`[FORMAT.md](FORMAT.md#derived-figures)`) as words a page shows: the label,
+/// and the document it names under docs/ when that is not the label already. A page served by
+/// Datasette cannot follow a link relative to docs/.
+fn unlinked(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let Some((label, tail)) = after.split_once("](") else {
+            break;
+        };
+        let Some((target, tail)) = tail.split_once(')') else {
+            break;
+        };
+        out.push_str(&rest[..open]);
+        let document = target.split('#').next().unwrap_or_default();
+        if document == label {
+            out.push_str(&format!("docs/{document}"));
+        } else {
+            out.push_str(label);
+            if !document.is_empty() {
+                out.push_str(&format!(" (docs/{document})"));
+            }
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Text for HTML: Markdown links unlinked, `&`, `<`, `>` escaped, and Markdown's `code` shown as
+/// code.
 fn html(text: &str) -> String {
+    let text = unlinked(text);
     let escaped = text
         .replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -98,9 +130,9 @@ fn html(text: &str) -> String {
     out
 }
 
-/// Markdown's `code` marks dropped, for plain text.
+/// Markdown's `code` marks dropped and its links unlinked, for plain text.
 fn plain(text: &str) -> String {
-    text.replace('`', "")
+    unlinked(text).replace('`', "")
 }
 
 /// Each column's meaning. A row of the document that describes several columns at once (`run`,

@@ -16,7 +16,7 @@ use std::process::Command;
 use memstate::present::Cell;
 use memstate::query::canned::{self, ParamKind};
 
-use crate::common::{data, import, json_of, text_of, write_json};
+use crate::common::{data, import, json_of, memstate, on_db, text_of, write_json};
 
 fn golden_db(dir: &Path) -> PathBuf {
     let db = dir.join("golden.db");
@@ -574,4 +574,43 @@ fn every_parameter_kind_is_known() {
         }
     }
     assert!(declared >= 20, "only {declared} @param lines found");
+}
+
+/// Issue 29, item 12: `report --list` spoke of sums "in two halves", lag/lead costs and the
+/// private span table, and Datasette's pages showed raw Markdown links. What a query answers is
+/// its first paragraph; the "why" stays in the SQL's comments; links read as words.
+#[test]
+fn descriptions_say_what_is_answered_without_internals_or_markdown() {
+    let listed = String::from_utf8_lossy(
+        &memstate()
+            .args(["report", "--list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
+    for internal in [
+        "two halves",
+        "lag/lead",
+        "span table",
+        "integer ids",
+        "2 us",
+    ] {
+        assert!(!listed.contains(internal), "{internal}: {listed}");
+    }
+    assert!(listed.contains("fragmentation in the making"), "{listed}");
+    let dir = tempfile::tempdir().unwrap();
+    let db = golden_db(dir.path());
+    let metadata = dir.path().join("metadata.json");
+    on_db(&db)
+        .args(["datasette-metadata", "-o"])
+        .arg(&metadata)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&metadata).unwrap();
+    assert!(!text.contains("]("), "a Markdown link in the metadata");
+    assert!(
+        text.contains("defined in docs/FORMAT.md"),
+        "the link's document named"
+    );
 }
