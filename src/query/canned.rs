@@ -272,31 +272,14 @@ fn snapshot_named(conn: &Connection, selector: &str, memory: Option<&str>) -> Re
 
 /// The database's only run; with none or several, an error that says so (and lists them).
 fn only_run(conn: &Connection, query: &str) -> Result<String> {
-    let mut statement = conn
-        .prepare("SELECT run FROM runs ORDER BY run LIMIT 21")
-        .map_err(query_error)?;
-    let runs: Vec<String> = statement
-        .query_map([], |row| row.get(0))
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(query_error)?;
-    match runs.as_slice() {
-        [only] => Ok(only.clone()),
-        [] => Err(Error::Usage(format!(
+    match select::runs(conn)? {
+        select::Runs::One(only) => Ok(only),
+        select::Runs::None => Err(Error::Usage(format!(
             "{query} needs -p run=VALUE, and the database holds no run yet (import dumps first)"
         ))),
-        several => {
-            let shown: Vec<String> = several
-                .iter()
-                .take(20)
-                .map(|run| format!("{run:?}"))
-                .collect();
-            let more = if several.len() > 20 { ", ..." } else { "" };
-            Err(Error::Usage(format!(
-                "{query} needs -p run=VALUE: the database holds several runs: {}{more}",
-                shown.join(", ")
-            )))
-        }
+        select::Runs::Several(listed) => Err(Error::Usage(format!(
+            "{query} needs -p run=VALUE: the database holds several runs: {listed}"
+        ))),
     }
 }
 

@@ -324,13 +324,20 @@ pub fn run_memory_ids(conn: &Connection, run: &str, selector: Option<&str>) -> R
     )
 }
 
-/// The database's only run; with several, an error that lists them and suggests `--run` (a
-/// chart of one run is not chosen for the user by which was imported last).
-pub fn only_run(conn: &Connection) -> Result<String> {
+/// The runs of a database, when a question needs one.
+pub enum Runs {
+    None,
+    One(String),
+    /// Several: their names as a message lists them (`"a", "b"`, at most 20 and `...`).
+    Several(String),
+}
+
+/// Whether the database holds no run, one, or several (listed).
+pub fn runs(conn: &Connection) -> Result<Runs> {
     let runs = texts(conn, "SELECT run FROM runs ORDER BY run LIMIT 21", [])?;
-    match runs.as_slice() {
-        [] => Err(Error::Usage(NO_SNAPSHOTS_YET.to_string())),
-        [only] => Ok(only.clone()),
+    Ok(match runs.as_slice() {
+        [] => Runs::None,
+        [only] => Runs::One(only.clone()),
         several => {
             let shown: Vec<String> = several
                 .iter()
@@ -338,11 +345,20 @@ pub fn only_run(conn: &Connection) -> Result<String> {
                 .map(|run| format!("{run:?}"))
                 .collect();
             let more = if several.len() > 20 { ", ..." } else { "" };
-            Err(Error::Usage(format!(
-                "the database holds several runs ({}{more}): choose one with --run",
-                shown.join(", ")
-            )))
+            Runs::Several(format!("{}{more}", shown.join(", ")))
         }
+    })
+}
+
+/// The database's only run; with several, an error that lists them and suggests `--run` (a
+/// chart of one run is not chosen for the user by which was imported last).
+pub fn only_run(conn: &Connection) -> Result<String> {
+    match runs(conn)? {
+        Runs::None => Err(Error::Usage(NO_SNAPSHOTS_YET.to_string())),
+        Runs::One(only) => Ok(only),
+        Runs::Several(listed) => Err(Error::Usage(format!(
+            "the database holds several runs ({listed}): choose one with --run"
+        ))),
     }
 }
 
