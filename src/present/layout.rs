@@ -21,13 +21,35 @@ fn shown_columns(table: &Table, style: &Style) -> Vec<usize> {
     }
 }
 
-/// Shorten `text` to `width` characters, marking the cut.
+/// Shorten `text` to `width` characters, marking the cut. A place in a file (`dir/cg.py:49`) keeps
+/// its end, file name and line number (`…/cg.py:49`): cut at its start, `script.py:1…` would read
+/// as line 1.
 fn shorten(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
+    let count = text.chars().count();
+    if count <= width {
         return text.to_string();
     }
-    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    let keep = width.saturating_sub(1);
+    if is_file_place(text) {
+        let kept: String = text.chars().skip(count - keep).collect();
+        return format!("…{kept}");
+    }
+    let kept: String = text.chars().take(keep).collect();
     format!("{kept}…")
+}
+
+/// Whether text is a place in a file: a name, `:` and a line number (`train.py:12`,
+/// `/home/me/model.py:126`).
+fn is_file_place(text: &str) -> bool {
+    match text.rsplit_once(':') {
+        Some((file, line)) => {
+            !line.is_empty()
+                && line.bytes().all(|byte| byte.is_ascii_digit())
+                && file.contains('.')
+                && !file.contains(char::is_whitespace)
+        }
+        None => false,
+    }
 }
 
 pub(super) fn write_table(table: &Table, style: &Style, out: &mut dyn Write) -> io::Result<()> {
@@ -416,6 +438,21 @@ mod tests {
 
     /// A table far wider than the terminal: text columns are hidden from the right (and named)
     /// until the rest fits at 12 characters a text column, then the first is shortened to fit.
+    #[test]
+    fn a_cut_place_in_a_file_keeps_its_line_number() {
+        // Issue 29, item 4: `script.py:126` was cut to `script.py:1…`, which reads as line 1.
+        assert_eq!(
+            shorten("/home/me/project/script.py:126", 14),
+            "…script.py:126"
+        );
+        assert_eq!(
+            shorten("/home/me/project/script.py:126", 12),
+            "…ript.py:126"
+        );
+        assert_eq!(shorten("a long label that is no place", 10), "a long la…");
+        assert_eq!(shorten("train.py:7", 20), "train.py:7");
+    }
+
     #[test]
     fn a_terminal_narrower_than_the_table_hides_then_shortens_text_columns() {
         let long = "a".repeat(30);
