@@ -57,9 +57,6 @@ pub struct Expanded {
     pub folders: Vec<String>,
     /// Those of them that hold no file at all.
     pub empty_folders: Vec<String>,
-    /// Files inside folders skipped before being read (none today: every file found in a folder
-    /// is told by its content, see [`crate::import::source::open`]).
-    pub ignored_files: u64,
     /// Entries inside folders that are not regular files or folders (FIFOs, sockets, devices,
     /// links to folders, broken links), skipped.
     pub skipped: u64,

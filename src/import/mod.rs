@@ -252,7 +252,6 @@ struct Pipeline {
     window: Arc<Window>,
     threads: Vec<JoinHandle<()>>,
     inputs: u64,
-    ignored_files: u64,
     skipped: u64,
     path_errors: Vec<Error>,
     empty_folders: Vec<String>,
@@ -389,7 +388,6 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
         window,
         threads,
         inputs,
-        ignored_files: expanded.ignored_files,
         skipped: expanded.skipped,
         path_errors: expanded.errors,
         empty_folders: expanded.empty_folders,
@@ -480,7 +478,6 @@ fn begin(
 ) -> (ImportSummary, Pipeline) {
     let mut summary = ImportSummary::default();
     let pipeline = start(paths, options);
-    summary.ignored_files = pipeline.ignored_files;
     summary.skipped = pipeline.skipped;
     report(ImportEvent::Inputs {
         count: pipeline.inputs,

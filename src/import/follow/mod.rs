@@ -273,7 +273,7 @@ impl Follower<'_> {
                 report(FollowEvent::Refused { error });
             }
         }
-        self.summary.ignored_files = expanded.ignored_files + self.skipped_files.len() as u64;
+        self.summary.ignored_files = self.skipped_files.len() as u64;
         self.summary.skipped = expanded.skipped;
         self.summary.inputs = expanded.inputs.len() as u64;
         for input in &expanded.inputs {

@@ -50,7 +50,17 @@ const ENTRY_KEYS: &[&str] = &[
 ];
 
 /// The length of the longest of [`ENTRY_KEYS`].
-const LONGEST_KEY: usize = 16;
+const LONGEST_KEY: usize = {
+    let mut longest = 0;
+    let mut index = 0;
+    while index < ENTRY_KEYS.len() {
+        if ENTRY_KEYS[index].len() > longest {
+            longest = ENTRY_KEYS[index].len();
+        }
+        index += 1;
+    }
+    longest
+};
 
 impl Reader<'_> {
     /// A key as short as the keys of a trace entry are, read; a longer string (however long:
