@@ -44,12 +44,12 @@ fn main() {
     for _ in 0..5 {
         let started = Instant::now();
         let database = memstate::db::open_read_only(&db_path).expect("bench: open read-only");
-        let snapshot = memstate::query::select::snapshot_ids(&database.conn, "latest")
+        let snapshot = memstate::query::select::snapshot_ids(database.connection(), "latest")
             .expect("bench: snapshot")[0];
-        let memory = memstate::query::select::memory_ids(&database.conn, snapshot, None)
+        let memory = memstate::query::select::memory_ids(database.connection(), snapshot, None)
             .expect("bench: memory")[0];
-        let layout =
-            memstate::query::load::layout(&database.conn, snapshot, memory).expect("bench: layout");
+        let layout = memstate::query::load::layout(database.connection(), snapshot, memory)
+            .expect("bench: layout");
         let frames = [memstate::viz::html::Frame {
             snapshot_id: snapshot,
             label: "bench".into(),
@@ -107,9 +107,9 @@ fn history(dir: &std::path::Path) {
     for _ in 0..5 {
         let started = Instant::now();
         let database = memstate::db::open_read_only(&db_path).expect("bench: open read-only");
-        let memory =
-            memstate::query::select::memory_ids(&database.conn, 1, None).expect("bench: memory")[0];
-        let history = memstate::query::history::history(&database.conn, memory, None)
+        let memory = memstate::query::select::memory_ids(database.connection(), 1, None)
+            .expect("bench: memory")[0];
+        let history = memstate::query::history::history(database.connection(), memory, None)
             .expect("bench: history");
         spans = history.spans.len();
         let page = memstate::viz::html::render(&memstate::viz::html::Page {

@@ -17,7 +17,7 @@ use crate::cli::BlockersArgs;
 
 pub fn run(db_path: &Path, args: &BlockersArgs) -> Result<u8> {
     let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
-    let conn = &database.conn;
+    let conn = database.connection();
     let scope = match (&args.memory, args.all) {
         (Some(selector), _) => Scope::Named(selector.clone()),
         (None, true) => Scope::All,

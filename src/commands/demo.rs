@@ -96,7 +96,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     }
     database.finish()?;
     let database = db::open_read_only(&db_path)?;
-    let conn = &database.conn;
+    let conn = database.connection();
     let mut stories: Vec<_> = context::stories(conn, &select::oom_snapshots(conn, None)?)?
         .into_iter()
         .filter(|story| story.finding.run == config.run_id)

@@ -3,10 +3,11 @@
 use std::path::Path;
 
 use memstate::analysis::{self, Change};
+use memstate::db::{self, Database};
 use memstate::present::{Cell, Report, Table};
 use memstate::query::{load, select};
 use memstate::units::visible;
-use memstate::{db, Error, Result};
+use memstate::{Error, Result};
 
 use super::Printer;
 use crate::cli::DiffArgs;
@@ -50,7 +51,8 @@ fn change_table(changes: &[Change]) -> Table {
 /// a run's own: snapshots of two runs share none (refused, exit 2). Two nodes of one run hold
 /// different memories (a warning names both), and a later snapshot given first turns what
 /// appeared into what disappeared (a warning too).
-fn check_pair(conn: &rusqlite::Connection, before: i64, after: i64) -> Result<()> {
+fn check_pair(database: &Database, before: i64, after: i64) -> Result<()> {
+    let conn = database.connection();
     let (first, second) = (
         select::snapshot_name(conn, before)?,
         select::snapshot_name(conn, after)?,
@@ -88,10 +90,10 @@ fn check_pair(conn: &rusqlite::Connection, before: i64, after: i64) -> Result<()
 
 pub fn run(db_path: &Path, args: &DiffArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
-    let conn = &database.conn;
+    let conn = database.connection();
     let before = select::one_snapshot(conn, &args.before)?;
     let after = select::one_snapshot(conn, &args.after)?;
-    check_pair(conn, before, after)?;
+    check_pair(&database, before, after)?;
     // What the two snapshots share unchanged cannot differ: each side leaves it out.
     let changes = analysis::diff(
         &load::placed(conn, before, Some(after))?,

@@ -254,7 +254,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
 
 /// The flag Ctrl-C (or SIGTERM) sets to stop an import cleanly, interrupting the statement running
 /// through `interrupt` when given; a second one does not wait.
-fn stop_on_ctrl_c(interrupt: Option<rusqlite::InterruptHandle>) -> Result<Arc<AtomicBool>> {
+fn stop_on_ctrl_c(interrupt: Option<memstate::db::Interrupter>) -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     ctrlc::set_handler(move || {
@@ -301,7 +301,7 @@ pub fn import(db_path: &Path, args: &ImportArgs) -> Result<u8> {
     // Ctrl-C (or SIGTERM) stops the import cleanly: the statement running is interrupted, the
     // dump in progress rolled back, the database checkpointed and closed. A second one does not
     // wait for that.
-    let stop = stop_on_ctrl_c(Some(database.conn.get_interrupt_handle()))?;
+    let stop = stop_on_ctrl_c(Some(database.interrupter()))?;
     let bar = progress_bar(args.read.quiet, BAR);
     let summary = import::import_until(
         &mut database,

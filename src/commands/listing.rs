@@ -12,17 +12,13 @@ use super::Printer;
 use crate::cli::{AllocationsArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
 
 /// A listing of one run (or all): the run checked, the table printed.
-fn run_listing(
-    db_path: &Path,
-    args: &RunArgs,
-    listing: fn(&rusqlite::Connection, Option<&str>) -> Result<Table>,
-) -> Result<u8> {
+fn run_listing(db_path: &Path, args: &RunArgs, listing: listing::RunListing) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     if let Some(run) = &args.run {
-        select::check_run(&database.conn, run)?;
+        select::check_run(database.connection(), run)?;
     }
     Printer::new(&args.output).print(&Report::table(listing(
-        &database.conn,
+        database.connection(),
         args.run.as_deref(),
     )?))?;
     Ok(0)
@@ -39,12 +35,12 @@ pub fn memories(db_path: &Path, args: &RunArgs) -> Result<u8> {
 pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     let pairs = select::pairs(
-        &database.conn,
+        database.connection(),
         &args.snapshot.snapshot,
         args.memory.memory.as_deref(),
     )?;
     Printer::new(&args.output).print(&Report::table(listing::stats_table(
-        &database.conn,
+        database.connection(),
         &pairs,
     )?))?;
     Ok(0)
@@ -52,7 +48,7 @@ pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {
 
 pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
-    let conn = &database.conn;
+    let conn = database.connection();
     let mut sections = Vec::new();
     let mut combined: Option<Table> = None;
     let pairs = select::pairs(conn, &args.snapshot.snapshot, args.memory.memory.as_deref())?;
@@ -126,7 +122,7 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
 
 pub fn allocations(db_path: &Path, args: &AllocationsArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
-    let conn = &database.conn;
+    let conn = database.connection();
     if let Some(memory) = &args.memory.memory {
         select::check_memory_selector(conn, memory)?;
     }
@@ -165,13 +161,13 @@ pub fn allocations(db_path: &Path, args: &AllocationsArgs) -> Result<u8> {
 pub fn trend(db_path: &Path, args: &TrendArgs) -> Result<u8> {
     let database = db::open_read_only(db_path)?;
     if let Some(memory) = &args.memory.memory {
-        select::check_memory_selector(&database.conn, memory)?;
+        select::check_memory_selector(database.connection(), memory)?;
     }
     if let Some(run) = &args.run {
-        select::check_run(&database.conn, run)?;
+        select::check_run(database.connection(), run)?;
     }
     let table = listing::trend_table(
-        &database.conn,
+        database.connection(),
         args.memory.memory.as_deref(),
         args.run.as_deref(),
     )?;

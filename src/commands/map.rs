@@ -4,6 +4,7 @@
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
+use memstate::db::Database;
 use memstate::present::wrap::Wrapping;
 use memstate::present::{Cell, Format, Report, Table};
 use memstate::query::pages;
@@ -13,13 +14,13 @@ use memstate::units::{counted, human, visible};
 use memstate::viz::page::PageParts;
 use memstate::viz::terminal;
 use memstate::{Error, Result};
-use rusqlite::Connection;
 
 use super::{terminal_width, Printer};
 use crate::cli::MapArgs;
 
 /// The snapshots the user chose: `--snapshots`, else `--snapshot` (latest by default).
-fn chosen_snapshots(conn: &Connection, args: &MapArgs) -> Result<Vec<i64>> {
+fn chosen_snapshots(database: &Database, args: &MapArgs) -> Result<Vec<i64>> {
+    let conn = database.connection();
     match &args.snapshots {
         Some(list) => select::snapshot_list(conn, list),
         None => select::snapshot_ids(conn, args.snapshot.as_deref().unwrap_or("latest")),
@@ -96,14 +97,14 @@ fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Res
 
 pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
     let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
-    let conn = &database.conn;
+    let conn = database.connection();
     let memory = args.memory.memory.as_deref();
     if let Some(memory) = memory {
         select::check_memory_selector(conn, memory)?;
     }
     if let (Some(path), Some(target)) = (&args.html, &target) {
         let named = args.snapshot.is_some() || args.snapshots.is_some();
-        let snapshot_ids = chosen_snapshots(conn, args)?;
+        let snapshot_ids = chosen_snapshots(&database, args)?;
         let parts = pages::map_page(conn, &snapshot_ids, named, memory, args.history)?;
         if parts.frames.is_empty() {
             return Err(Error::Usage(format!(
@@ -122,7 +123,7 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
         write_page(path, target, &title, &parts)?;
         return Ok(0);
     }
-    let frames = pages::frames(conn, &chosen_snapshots(conn, args)?, memory)?;
+    let frames = pages::frames(conn, &chosen_snapshots(&database, args)?, memory)?;
     if frames.is_empty() {
         return Err(Error::Usage(format!(
             "no memory matches {:?} in the selected snapshots",

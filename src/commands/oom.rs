@@ -15,11 +15,11 @@ use crate::cli::OomArgs;
 
 pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
     let (database, target) = super::open_for_page(db_path, args.html.as_ref())?;
-    let snapshot_ids = select::oom_snapshots(&database.conn, args.snapshot.as_deref())?;
-    let mut stories = context::stories(&database.conn, &snapshot_ids)?;
+    let snapshot_ids = select::oom_snapshots(database.connection(), args.snapshot.as_deref())?;
+    let mut stories = context::stories(database.connection(), &snapshot_ids)?;
     if let (Some(path), Some(target)) = (&args.html, &target) {
         if !stories.is_empty() {
-            let parts = pages::failure_page(&database.conn, &stories, None, true)?;
+            let parts = pages::failure_page(database.connection(), &stories, None, true)?;
             let title = format!(
                 "memstate: {} out of memory",
                 counted(stories.len() as u64, "request")

@@ -24,7 +24,7 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
     }
     let database = db::open_read_only(db_path)?;
     let target = super::output_target(&database, &args.out)?;
-    let conn = &database.conn;
+    let conn = database.connection();
     let run = match &args.run {
         Some(run) => {
             select::check_run(conn, run)?;

@@ -92,7 +92,7 @@ pub fn run(db_path: &Path, args: &ReportArgs) -> Result<u8> {
     let parameters = query::parse_parameters(&args.params)?;
     let database = db::open_read_only(db_path)?;
     Printer::new(&args.output).print(&Report::table(canned::execute(
-        &database.conn,
+        database.connection(),
         &query,
         &parameters,
     )?))?;

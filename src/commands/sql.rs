@@ -21,7 +21,7 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
         .into_iter()
         .map(|(key, value)| {
             if key.ends_with("snapshot_id") && value.parse::<i64>().is_err() {
-                let id = query::select::one_snapshot(&database.conn, &value)
+                let id = query::select::one_snapshot(database.connection(), &value)
                     .map_err(|error| Error::Usage(format!("-p {key}={value}: {error}")))?;
                 Ok((key, id.to_string()))
             } else {
@@ -30,7 +30,7 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
         })
         .collect::<Result<Vec<_>>>()?;
     query::limit_ad_hoc(
-        &database.conn,
+        database.connection(),
         query::AdHocLimits {
             max_temp: args.max_temp,
             max_value: args.max_value,
@@ -39,7 +39,7 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
     let printer = Printer::new(&args.output);
     let mut sink: Option<Sink> = None;
     query::for_each_row(
-        &database.conn,
+        database.connection(),
         &args.query,
         &parameters,
         &mut |event| match event {

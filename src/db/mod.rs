@@ -35,17 +35,44 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An open memstate database.
 pub struct Database {
-    pub conn: Connection,
+    conn: Connection,
     pub path: PathBuf,
     /// Pages in the file when it was opened for writing (None for readers): a writer that grew
     /// the file by a third or more compacts it when done, see [`Database::finish`].
     pages_at_open: Option<i64>,
 }
 
+/// Stops the statement a [`Database`] is running, from any thread: see [`Database::interrupter`].
+pub struct Interrupter(rusqlite::InterruptHandle);
+
+impl Interrupter {
+    /// Stop the running statement (it fails as interrupted); nothing happens when none runs.
+    pub fn interrupt(&self) {
+        self.0.interrupt();
+    }
+}
+
 /// A writing session that left at least this many pages, a third more than it found, compacts.
 const COMPACT_MIN_PAGES: i64 = 64;
 
 impl Database {
+    /// The connection, for the rooms that read (query/, export/). A database opened for reading
+    /// hands out a read-only connection, so SQLite itself refuses any write made through it;
+    /// writing goes through [`Database::writer`] alone.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The one way to write dumps into this database (import/): `display` names it in messages.
+    pub fn writer<'a>(&'a mut self, display: impl Into<String>) -> Writer<'a> {
+        Writer::new(&mut self.conn, display)
+    }
+
+    /// What stops the statement this database is running from another thread (Ctrl-C).
+    pub fn interrupter(&self) -> Interrupter {
+        Interrupter(self.conn.get_interrupt_handle())
+    }
+
     /// The path as the user gave it, for messages.
     pub fn display(&self) -> String {
         self.path.display().to_string()

@@ -189,7 +189,7 @@ fn add(summary: &mut TableSummary, path: &Path, rows: u64) {
 fn open(path: &Path) -> Result<Database> {
     let database = crate::db::open_read_only_waiting(path, LOCK_PATIENCE)?;
     database
-        .conn
+        .connection()
         .execute_batch("BEGIN; SELECT count(*) FROM snapshot;")
         .map_err(|error| match &error {
             rusqlite::Error::SqliteFailure(failure, _)
@@ -294,7 +294,10 @@ fn query<T>(
     sql: &str,
     row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
-    let mut statement = database.conn.prepare(sql).map_err(sql_error(database))?;
+    let mut statement = database
+        .connection()
+        .prepare(sql)
+        .map_err(sql_error(database))?;
     statement
         .query_map([], row)
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<T>>>())
@@ -326,7 +329,7 @@ fn write_partition(
     fill: impl Fn(&mut [Value]),
 ) -> Result<u64> {
     let mut statement = database
-        .conn
+        .connection()
         .prepare_cached(table.sql)
         .map_err(sql_error(database))?;
     let rows = statement
@@ -414,7 +417,7 @@ fn add_run_rows(
     merged: &mut Merged,
 ) -> Result<()> {
     let mut statement = database
-        .conn
+        .connection()
         .prepare_cached(table.sql)
         .map_err(sql_error(database))?;
     let mut rows = statement.query([run_id]).map_err(sql_error(database))?;

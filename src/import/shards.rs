@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Instant;
 
-use crate::db::{self, Writer};
+use crate::db;
 use crate::dump::Annotations;
 use crate::error::{Error, Result};
 use crate::import::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Record};
@@ -130,7 +130,7 @@ fn writer(
             continue;
         };
         let display = database.display();
-        let mut importer = Writer::new(&mut database.conn, display);
+        let mut importer = database.writer(display);
         let mut job = job;
         loop {
             // Counted in the shared summary, not under its lock while the dump is written.
@@ -345,7 +345,7 @@ pub fn import_shards(
         for path in shards {
             let mut database = db::open(path)?;
             let display = database.display();
-            Writer::new(&mut database.conn, display).import_annotations(&found)?;
+            database.writer(display).import_annotations(&found)?;
             database.finish()?;
         }
         summary.annotations += 1;

@@ -28,7 +28,7 @@ fn panic_on(path: &Path) {
 fn snapshots(path: &Path) -> i64 {
     let database = db::open_read_only(path).unwrap();
     database
-        .conn
+        .connection()
         .query_row("SELECT count(*) FROM snapshots", [], |row| row.get(0))
         .unwrap()
 }

@@ -41,6 +41,9 @@ fn optional_text(value: Option<&str>) -> SqlValue {
     value.map_or(SqlValue::Null, |value| SqlValue::Text(value.to_string()))
 }
 
+/// A listing of one run's (or every run's) rows: [`snapshot_table`], [`memory_table`].
+pub type RunListing = fn(&Connection, Option<&str>) -> Result<Table>;
+
 /// Every snapshot (of one run, or of all), with how many memories and allocations it holds.
 pub fn snapshot_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
     table(

@@ -366,7 +366,7 @@ fn diff_of_one_nodes_snapshots_equals_comparing_every_allocation() {
         },
     );
     let database = memstate::db::open_read_only(&db).unwrap();
-    let conn = &database.conn;
+    let conn = database.connection();
     let ids: Vec<i64> = conn
         .prepare("SELECT snapshot_id FROM snapshots WHERE node = 0 ORDER BY seq")
         .unwrap()
@@ -443,19 +443,20 @@ fn many_memories_load_in_a_few_statements() {
     let path = crate::common::write_json(dir.path(), "many.json", &dump);
     let db = dir.path().join("t.db");
     crate::common::import(&db, &[&path], 0);
-    let mut database = memstate::db::open_read_only(&db).unwrap();
+    // A connection of the test's own, traced: memstate's is private to its database.
+    let mut conn =
+        rusqlite::Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
     let statements = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = statements.clone();
-    database
-        .conn
-        .trace_v2(
-            rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
-            Some(move |_: rusqlite::trace::TraceEvent<'_>| {
-                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }),
-        )
-        .unwrap();
-    let conn = &database.conn;
+    conn.trace_v2(
+        rusqlite::trace::TraceEventCodes::SQLITE_TRACE_STMT,
+        Some(move |_: rusqlite::trace::TraceEvent<'_>| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
+    )
+    .unwrap();
+    let conn = &conn;
     let pairs = memstate::query::select::pairs(conn, "latest", None).unwrap();
     assert_eq!(pairs.len(), 300);
     let before = statements.load(std::sync::atomic::Ordering::SeqCst);

@@ -445,18 +445,18 @@ fn an_interrupted_dump_is_rolled_back() {
     let prepared = memstate::dump::prepare(dump);
     let mut database = memstate::db::open(&db).unwrap();
     let stop = std::sync::atomic::AtomicBool::new(true);
-    let mut importer = memstate::db::Writer::new(&mut database.conn, "t.db").stop_on(&stop);
+    let mut importer = database.writer("t.db").stop_on(&stop);
     let outcome = importer.import(&prepared, "small.json", false);
     assert!(
         matches!(outcome, Err(memstate::Error::Interrupted)),
         "{outcome:?}"
     );
     let count: i64 = database
-        .conn
+        .connection()
         .query_row("SELECT count(*) FROM allocation_span", [], |row| row.get(0))
         .unwrap();
     assert_eq!(count, 0, "nothing of the dump was committed");
     stop.store(false, std::sync::atomic::Ordering::SeqCst);
-    let mut importer = memstate::db::Writer::new(&mut database.conn, "t.db").stop_on(&stop);
+    let mut importer = database.writer("t.db").stop_on(&stop);
     assert!(importer.import(&prepared, "small.json", false).is_ok());
 }

@@ -190,7 +190,7 @@ fn fuzz_the_reader_and_the_importer() {
             let mut dump = *dump;
             dump.snapshot.seq = execution as i64;
             let prepared = dump::prepare(dump);
-            let mut importer = memstate::db::Writer::new(&mut database.conn, "fuzz.db");
+            let mut importer = database.writer("fuzz.db");
             let outcome = importer
                 .import(&prepared, "fuzz.json", true)
                 .unwrap_or_else(|error| panic!("execution {execution}: {error}"));
@@ -205,7 +205,7 @@ fn fuzz_the_reader_and_the_importer() {
                 memstate::db::Outcome::Unchanged { snapshot_id } => snapshot_id,
             };
             let rows: i64 = database
-                .conn
+                .connection()
                 .query_row(
                     "SELECT count(*) FROM allocations WHERE snapshot_id = ?1",
                     [snapshot_id],
@@ -218,7 +218,7 @@ fn fuzz_the_reader_and_the_importer() {
                 "execution {execution}: allocations read back"
             );
             let holes: i64 = database
-                .conn
+                .connection()
                 .query_row(
                     "SELECT count(*) FROM holes WHERE snapshot_id = ?1",
                     [snapshot_id],

@@ -143,6 +143,30 @@ fn the_rooms_that_compute_and_draw_read_no_database() {
     assert!(reading.is_empty(), "these read the database: {reading:?}");
 }
 
+/// The commands ask the rooms that read (issue 28): a command holds a [`memstate::db::Database`],
+/// whose connection is private, and runs no SQL of its own.
+#[test]
+fn the_commands_hold_no_connection_and_run_no_sql() {
+    let commands = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+    let mut offending = Vec::new();
+    for entry in std::fs::read_dir(&commands).unwrap() {
+        let path = entry.unwrap().path();
+        let code = code_of(&std::fs::read_to_string(&path).unwrap());
+        for sign in [
+            "rusqlite",
+            "Connection",
+            ".prepare(",
+            ".query_row(",
+            ".execute_batch(",
+        ] {
+            if code.contains(sign) {
+                offending.push(format!("{}: {sign}", path.display()));
+            }
+        }
+    }
+    assert!(offending.is_empty(), "SQL in commands/: {offending:?}");
+}
+
 #[test]
 fn no_source_file_is_longer_than_the_limit() {
     let long: Vec<String> = source_files()

@@ -39,7 +39,7 @@ fn run(db: &Path, name: &str, parameters: &[(&str, &str)]) -> (Vec<String>, Vec<
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let table = canned::execute(&database.conn, &query, &parameters).unwrap();
+    let table = canned::execute(database.connection(), &query, &parameters).unwrap();
     (table.columns, table.rows)
 }
 

@@ -629,8 +629,9 @@ fn span_based_canned_queries_agree_with_their_per_snapshot_formulations() {
         if query.params.iter().any(|param| param.name == "top") {
             parameters.push(("top".to_string(), "100000".to_string()));
         }
-        let ours = canned::execute(&database.conn, &query, &parameters).unwrap();
-        let theirs = memstate::query::collect(&database.conn, reference, &parameters).unwrap();
+        let ours = canned::execute(database.connection(), &query, &parameters).unwrap();
+        let theirs =
+            memstate::query::collect(database.connection(), reference, &parameters).unwrap();
         assert!(
             ours.rows.len() > 5,
             "{name}: the run gives too few rows to compare ({})",

@@ -511,8 +511,8 @@ fn the_story_is_a_typed_result_of_the_library() {
     let dir = tempfile::tempdir().unwrap();
     let db = story_db(dir.path());
     let database = memstate::db::open_read_only(&db).unwrap();
-    let ids = memstate::query::select::oom_snapshots(&database.conn, None).unwrap();
-    let stories = memstate::query::context::stories(&database.conn, &ids).unwrap();
+    let ids = memstate::query::select::oom_snapshots(database.connection(), None).unwrap();
+    let stories = memstate::query::context::stories(database.connection(), &ids).unwrap();
     // The three requests of story_db's seq 2, worked out by hand above.
     let told: Vec<(u64, &str, bool)> = stories
         .iter()

@@ -119,7 +119,7 @@ pub fn follow(
     let started = Instant::now();
     let display = database.display();
     let mut follower = Follower {
-        importer: Writer::new(&mut database.conn, display),
+        importer: database.writer(display),
         options: options.clone(),
         summary: ImportSummary::default(),
         latest: BTreeMap::new(),
