@@ -4,8 +4,79 @@
 //! stream), the place inside the dump (a JSON path such as `memories[1].allocations[42].size`, or
 //! `line 3, column 17` for a syntax error), and what was wrong. The binary prints
 //! `error: <file>: <place>: <what>` and maps [`Error::exit_code`] to the process status.
+//!
+//! An error that another library's error caused (SQLite's, the file system's) keeps it as its
+//! `source()`, so a caller can act on it (a busy database, a missing file); the message already
+//! says what the source says, so the one line the binary prints is whole.
 
 use std::fmt;
+
+/// The error of another library that caused one of ours.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What went wrong, as said to the user, and the error behind it when there is one.
+#[derive(Debug)]
+pub struct Because {
+    pub message: String,
+    pub source: Option<Cause>,
+}
+
+impl Because {
+    /// `what: <the error>`, keeping the error as the source.
+    pub fn context(
+        what: impl fmt::Display,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Because {
+        Because {
+            message: format!("{what}: {error}"),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    /// A message with the error that caused it (the message said in the user's terms).
+    pub fn told(
+        message: impl Into<String>,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Because {
+        Because {
+            message: message.into(),
+            source: Some(Box::new(error)),
+        }
+    }
+}
+
+impl From<rusqlite::Error> for Because {
+    fn from(error: rusqlite::Error) -> Because {
+        Because {
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
+    }
+}
+
+impl From<std::io::Error> for Because {
+    fn from(error: std::io::Error) -> Because {
+        Because {
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
+    }
+}
+
+impl From<String> for Because {
+    fn from(message: String) -> Because {
+        Because {
+            message,
+            source: None,
+        }
+    }
+}
+
+impl From<&str> for Because {
+    fn from(message: &str) -> Because {
+        Because::from(message.to_string())
+    }
+}
 
 /// Where in the input an error was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +106,12 @@ pub enum Error {
 
     /// An input could not be read at all (missing file, permission, corrupt compression).
     #[error("{file}: {message}")]
-    Read { file: String, message: String },
+    Read {
+        file: String,
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// An input that is none of the kinds memstate reads (no dump, no log of a known producer,
     /// no snapshot): refused when named, skipped when found inside a folder.
@@ -44,19 +120,33 @@ pub enum Error {
 
     /// The database could not be opened, migrated or written.
     #[error("{file}: {message}")]
-    Database { file: String, message: String },
+    Database {
+        file: String,
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// The user asked for something that cannot be done (bad option value, unknown query...).
     #[error("{0}")]
     Usage(String),
 
     /// A query the user wrote (or a canned one with the user's parameters) failed.
-    #[error("query: {0}")]
-    Query(String),
+    #[error("query: {message}")]
+    Query {
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// A file memstate was asked to write (a page, a chart, a simulated run) could not be written.
     #[error("{file}: cannot write: {message}")]
-    Write { file: String, message: String },
+    Write {
+        file: String,
+        message: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// Standard output could not be written (a closed pipe ends a command quietly, see
     /// [`Error::is_closed_output`]).
@@ -89,10 +179,28 @@ impl Error {
     }
 
     /// A database error for the database at `file`.
-    pub fn database(file: impl Into<String>, message: impl fmt::Display) -> Error {
+    pub fn database(file: impl Into<String>, because: impl Into<Because>) -> Error {
+        let Because { message, source } = because.into();
         Error::Database {
             file: file.into(),
-            message: message.to_string(),
+            message,
+            source,
+        }
+    }
+
+    /// A query that failed.
+    pub fn query(because: impl Into<Because>) -> Error {
+        let Because { message, source } = because.into();
+        Error::Query { message, source }
+    }
+
+    /// An input that could not be read at all.
+    pub fn read(file: impl Into<String>, because: impl Into<Because>) -> Error {
+        let Because { message, source } = because.into();
+        Error::Read {
+            file: file.into(),
+            message,
+            source,
         }
     }
 
@@ -102,7 +210,7 @@ impl Error {
             Error::Input { .. } | Error::Read { .. } | Error::Unrecognized { .. } => 1,
             Error::Database { .. }
             | Error::Usage(_)
-            | Error::Query(_)
+            | Error::Query { .. }
             | Error::Write { .. }
             | Error::Output(_)
             | Error::Internal { .. } => 2,
@@ -112,10 +220,12 @@ impl Error {
     }
 
     /// A file that could not be written.
-    pub fn write(file: &std::path::Path, error: impl fmt::Display) -> Error {
+    pub fn write(file: &std::path::Path, because: impl Into<Because>) -> Error {
+        let Because { message, source } = because.into();
         Error::Write {
             file: file.display().to_string(),
-            message: error.to_string(),
+            message,
+            source,
         }
     }
 

@@ -4,6 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use memstate::error::Because;
 use memstate::query::datasette;
 use memstate::units::visible;
 use memstate::{db, Error, Result};
@@ -26,9 +27,8 @@ pub fn run(db_path: &Path, args: &DatasetteArgs) -> Result<u8> {
             .unwrap_or_else(|_| memstate::files::Protected::new(db_path, &[]))
     };
     if let Some(dir) = &args.plugins_dir {
-        std::fs::create_dir_all(dir).map_err(|error| Error::Write {
-            file: dir.display().to_string(),
-            message: format!("cannot create the folder: {error}"),
+        std::fs::create_dir_all(dir).map_err(|error| {
+            Error::write(dir, Because::context("cannot create the folder", error))
         })?;
         let path = dir.join(datasette::PLUGIN_FILE);
         let target = protected().check(&path)?;

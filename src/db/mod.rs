@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 
 pub use schema::{schema_version, storage_tables, APPLICATION_ID};
 pub use writer::{Outcome, Writer};
@@ -115,7 +115,10 @@ impl Database {
                     Ok(()) => {}
                     Err(error) if is_busy(&error) => {}
                     Err(error) => {
-                        return Err(Error::database(display, format!("cannot compact: {error}")))
+                        return Err(Error::database(
+                            display,
+                            Because::context("cannot compact", error),
+                        ))
                     }
                 }
             }
@@ -130,7 +133,7 @@ impl Database {
             Err(error) if is_busy(&error) => Ok(()),
             Err(error) => Err(Error::database(
                 display,
-                format!("cannot leave WAL mode: {error}"),
+                Because::context("cannot leave WAL mode", error),
             )),
         }
     }
@@ -169,7 +172,12 @@ fn check_header(path: &Path) -> Result<()> {
     let mut file = match std::fs::File::open(path) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(error) => return Err(Error::database(display, format!("cannot open: {error}"))),
+        Err(error) => {
+            return Err(Error::database(
+                display,
+                Because::context("cannot open", error),
+            ))
+        }
     };
     if !file.metadata().map(|meta| meta.is_file()).unwrap_or(false) {
         return Err(Error::database(display, "not a regular file"));
@@ -180,7 +188,12 @@ fn check_header(path: &Path) -> Result<()> {
         match file.read(&mut header[read..]) {
             Ok(0) => break,
             Ok(count) => read += count,
-            Err(error) => return Err(Error::database(display, format!("cannot read: {error}"))),
+            Err(error) => {
+                return Err(Error::database(
+                    display,
+                    Because::context("cannot read", error),
+                ))
+            }
         }
     }
     if read == 0 || &header == SQLITE_HEADER {
@@ -204,7 +217,7 @@ fn open_connection_waiting(
 ) -> Result<Connection> {
     let display = path.display().to_string();
     let conn = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
+        .map_err(|error| Error::database(&display, Because::context("cannot open", error)))?;
     conn.busy_timeout(patience)
         .map_err(|error| Error::database(&display, error))?;
     Ok(conn)
@@ -393,7 +406,7 @@ pub fn open_read_only_waiting(path: &Path, patience: Duration) -> Result<Databas
                     | OpenFlags::SQLITE_OPEN_URI
                     | OpenFlags::SQLITE_OPEN_NO_MUTEX,
             )
-            .map_err(|error| Error::database(&display, format!("cannot open: {error}")))?;
+            .map_err(|error| Error::database(&display, Because::context("cannot open", error)))?;
             schema::classify(&conn, &display)?
         }
         Err(error) => return Err(error),
@@ -413,9 +426,10 @@ pub fn open_read_only_waiting(path: &Path, patience: Duration) -> Result<Databas
             // Older: migrate in place through a writer, then read.
             drop(conn);
             let writer = open(path).map_err(|error| match error {
-                Error::Database { file, message } => Error::Database {
+                Error::Database { file, message, source } => Error::Database {
                     file,
                     message: format!("written by an older memstate (schema version {version}) and cannot be upgraded here: {message}"),
+                    source,
                 },
                 other => other,
             })?;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 
 mod embedded {
     refinery::embed_migrations!("migrations");
@@ -77,7 +77,7 @@ pub enum Found {
 }
 
 fn read_error(display: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
-    move |error| Error::database(display, format!("cannot read the database: {error}"))
+    move |error| Error::database(display, Because::context("cannot read the database", error))
 }
 
 /// The names of every table, view and index any prefix of the migrations creates (the objects a
@@ -305,7 +305,7 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
     let db_error = |error: rusqlite::Error| {
         Error::database(
             display,
-            format!("cannot create or upgrade the schema: {error}"),
+            Because::context("cannot create or upgrade the schema", error),
         )
     };
     retry_busy(patience, || conn.execute_batch("BEGIN IMMEDIATE")).map_err(db_error)?;

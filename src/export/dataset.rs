@@ -12,7 +12,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 
 /// The file that marks a folder as a memstate dataset: a plain file, so it survives `cp -r`,
 /// `rsync` and object storage, which keep no extended attributes. Readers skip it (DuckDB and
@@ -200,7 +200,10 @@ fn check_marker(marker: &Path) -> Result<i64> {
     let shown = marker.display().to_string();
     let text = fs::read_to_string(marker).map_err(|error| Error::database(&shown, error))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
-        Error::database(&shown, format!("not a memstate dataset marker: {error}"))
+        Error::database(
+            &shown,
+            Because::context("not a memstate dataset marker", error),
+        )
     })?;
     if value.get("format").and_then(|format| format.as_str()) != Some(MARKER_FORMAT) {
         return Err(Error::database(
@@ -252,7 +255,7 @@ pub fn lock(root: &Path) -> Result<Lock> {
         }
         let error = std::io::Error::last_os_error();
         if error.kind() != std::io::ErrorKind::Interrupted {
-            return Err(Error::write(&path, format!("cannot lock: {error}")));
+            return Err(Error::write(&path, Because::context("cannot lock", error)));
         }
     }
 }

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value as Json};
 
 use super::dataset::{self, node_folder, run_folder};
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 
 /// The folder of the node manifests and their locks.
 pub const NODES: &str = "_memstate_nodes";
@@ -377,7 +377,7 @@ impl<'a> NodeWrite<'a> {
         let path = lock_path(root, &run_folder(run), node);
         let lock = open_lock(&path)?;
         flock(&lock, libc::LOCK_EX, true)
-            .map_err(|error| Error::write(&path, format!("cannot lock: {error}")))?;
+            .map_err(|error| Error::write(&path, Because::context("cannot lock", error)))?;
         Ok(NodeWrite {
             root,
             run,

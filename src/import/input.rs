@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 
 /// How the records of an input are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,10 +170,10 @@ pub fn expand(paths: &[String]) -> Expanded {
                     folder: None,
                 });
             }
-            Err(error) => expanded.errors.push(Error::Read {
-                file: given.clone(),
-                message: describe_io(&error),
-            }),
+            Err(error) => expanded.errors.push(Error::read(
+                given.clone(),
+                Because::told(describe_io(&error), error),
+            )),
         }
     }
     expanded
@@ -192,10 +192,10 @@ fn walk(folder: &Path, given: usize, expanded: &mut Expanded, visited: &mut Hash
     let entries = match std::fs::read_dir(folder) {
         Ok(entries) => entries,
         Err(error) => {
-            expanded.errors.push(Error::Read {
-                file: folder.display().to_string(),
-                message: describe_io(&error),
-            });
+            expanded.errors.push(Error::read(
+                folder.display().to_string(),
+                Because::told(describe_io(&error), error),
+            ));
             return;
         }
     };
@@ -367,10 +367,10 @@ fn decompress(
 
 /// The refusal of a record (a file, or `file:LINE`) over the size limit.
 pub fn too_large(file: String, limits: Limits) -> Error {
-    Error::Read {
+    Error::read(
         file,
-        message: format!("larger than {} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)", limits.max_dump_size),
-    }
+        format!("larger than {} bytes once decompressed, the limit for one dump; refused (raise it with --max-dump-size)", limits.max_dump_size),
+    )
 }
 
 /// A file's bytes, decompressed when its first bytes say so (gzip, zstd); whether they were.
@@ -404,18 +404,22 @@ pub fn open(input: &Input, limits: Limits) -> Result<Records> {
     let mut size = None;
     let raw: Box<dyn Read + Send> = match &input.path {
         Some(path) => {
-            let file = File::open(path).map_err(|error| Error::Read {
-                file: input.display.clone(),
-                message: describe_io(&error),
+            let file = File::open(path).map_err(|error| {
+                Error::read(
+                    input.display.clone(),
+                    Because::told(describe_io(&error), error),
+                )
             })?;
             size = file.metadata().ok().map(|meta| meta.len() as usize);
             Box::new(file)
         }
         None => Box::new(io::stdin()),
     };
-    let (reader, compressed) = decompress(raw, limits).map_err(|error| Error::Read {
-        file: input.display.clone(),
-        message: describe_io(&error),
+    let (reader, compressed) = decompress(raw, limits).map_err(|error| {
+        Error::read(
+            input.display.clone(),
+            Because::told(describe_io(&error), error),
+        )
     })?;
     let size = if compressed {
         None
@@ -468,10 +472,10 @@ impl Records {
             }
             _ => describe_io(&error),
         };
-        Error::Read {
-            file: format!("{}{place}", self.display),
-            message,
-        }
+        Error::read(
+            format!("{}{place}", self.display),
+            Because::told(message, error),
+        )
     }
 
     fn too_large(&self, place: &str) -> Error {
@@ -585,10 +589,10 @@ impl Iterator for Records {
                     }
                     None if !self.any => {
                         self.any = true;
-                        Some(Err(Error::Read {
-                            file: self.display.clone(),
-                            message: "no dump in this stream (it is empty or blank)".to_string(),
-                        }))
+                        Some(Err(Error::read(
+                            self.display.clone(),
+                            "no dump in this stream (it is empty or blank)",
+                        )))
                     }
                     None => None,
                 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use crate::db;
 use crate::dump::Annotations;
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 use crate::import::{self, ImportEvent, ImportSummary, IngestOptions, Landed, Record};
 
 /// The database file of a shard: `DIR/RUN-nNODE.db`, the run's characters other than letters,
@@ -103,13 +103,18 @@ fn writer(
                     // The file under this node's shard name is not a memstate database (or not
                     // one this memstate writes): that node is refused by name, its file left
                     // as it is, and the other nodes go on.
-                    Err(Error::Database { file, message }) => {
+                    Err(Error::Database {
+                        file,
+                        message,
+                        source,
+                    }) => {
                         let error = Error::Database {
                             file,
                             message: format!(
                                 "{message}; the dumps of run {:?} node {} are not imported",
                                 key.0, key.1
                             ),
+                            source,
                         };
                         broken.insert(key);
                         refuse(&shared, flow, job.weight, Some(error));
@@ -221,9 +226,11 @@ pub fn import_shards(
     report: &mut dyn FnMut(ImportEvent),
 ) -> Result<ImportSummary> {
     let started = Instant::now();
-    std::fs::create_dir_all(dir).map_err(|error| Error::Write {
-        file: dir.display().to_string(),
-        message: format!("cannot create the shard folder: {error}"),
+    std::fs::create_dir_all(dir).map_err(|error| {
+        Error::write(
+            dir,
+            Because::context("cannot create the shard folder", error),
+        )
     })?;
     let jobs = jobs.max(1);
     let replace = options.replace;
@@ -331,13 +338,13 @@ pub fn import_shards(
             .map(|(_, path)| path)
             .collect();
         if shards.is_empty() {
-            let error = Error::Read {
-                file: dir.display().to_string(),
-                message: format!(
+            let error = Error::read(
+                dir.display().to_string(),
+                format!(
                     "an annotations file of run {:?}, which no shard holds; not imported",
                     found.run_id
                 ),
-            };
+            );
             summary.refused += 1;
             report(ImportEvent::Refused { error: &error });
             continue;

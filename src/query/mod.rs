@@ -15,13 +15,13 @@ pub mod select;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::Connection;
 
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 
 use crate::present::{Cell, Table};
 
 /// A database error while answering a question.
 pub(crate) fn query_error(error: rusqlite::Error) -> Error {
-    Error::Query(error.to_string())
+    Error::query(error)
 }
 
 impl From<ValueRef<'_>> for Cell {
@@ -110,7 +110,7 @@ pub fn for_each_row(
     }
     let mut statement = conn
         .prepare(sql)
-        .map_err(|error| Error::Query(describe_sql_error(&error)))?;
+        .map_err(|error| Error::query(Because::told(describe_sql_error(&error), error)))?;
     // Said before SQLite runs it: a statement that writes (VACUUM INTO included, which on a
     // connection without attachments would fail with "too many attached databases") is refused
     // for what it is.
@@ -123,11 +123,11 @@ pub fn for_each_row(
         let name = format!(":{key}");
         let index = statement
             .parameter_index(&name)
-            .map_err(|error| Error::Query(error.to_string()))?
+            .map_err(Error::query)?
             .ok_or_else(|| Error::Usage(format!("parameter {key:?} is not used by the query")))?;
         statement
             .raw_bind_parameter(index, parameter_value(value))
-            .map_err(|error| Error::Query(error.to_string()))?;
+            .map_err(Error::query)?;
     }
     for index in 1..=statement.parameter_count() {
         if let Some(name) = statement.parameter_name(index) {
@@ -145,15 +145,11 @@ pub fn for_each_row(
     let mut cursor = statement.raw_query();
     while let Some(current) = cursor
         .next()
-        .map_err(|error| Error::Query(describe_sql_error(&error)))?
+        .map_err(|error| Error::query(Because::told(describe_sql_error(&error), error)))?
     {
         let mut cells = Vec::with_capacity(width);
         for index in 0..width {
-            cells.push(Cell::from(
-                current
-                    .get_ref(index)
-                    .map_err(|error| Error::Query(error.to_string()))?,
-            ));
+            cells.push(Cell::from(current.get_ref(index).map_err(Error::query)?));
         }
         visit(RowEvent::Row(cells))?;
     }
@@ -179,10 +175,10 @@ thread_local! {
 /// so this is for a process that runs the user's SQL and nothing else (`memstate sql`).
 pub fn limit_ad_hoc(conn: &Connection, limits: AdHocLimits) -> Result<()> {
     conn.pragma_update(None, "temp_store", "MEMORY")
-        .map_err(|error| Error::Query(error.to_string()))?;
+        .map_err(Error::query)?;
     let length = i32::try_from(limits.max_value).unwrap_or(i32::MAX);
     conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, length)
-        .map_err(|error| Error::Query(error.to_string()))?;
+        .map_err(Error::query)?;
     let heap = limits.max_temp.saturating_add(HEAP_BESIDE_TEMP);
     // SAFETY: sets SQLite's process-wide heap limit; it takes effect for later allocations.
     unsafe {

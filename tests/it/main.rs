@@ -7,6 +7,7 @@ mod common;
 mod dashboards;
 mod datasette;
 mod db;
+mod errors;
 mod export;
 mod export_whole;
 mod figures;

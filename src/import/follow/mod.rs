@@ -644,10 +644,10 @@ impl Follower<'_> {
                 Ok(_) if text.len() as u64 > limit => {
                     // Over the limit: refuse it once and stop here (its end cannot be found
                     // without reading it all); the stream is not read further.
-                    let error = Error::Read {
-                        file: format!("{}:{}", input.display, number + 1),
-                        message: format!("larger than {limit} bytes once decompressed, the limit for one dump; refused, with the rest of the stream"),
-                    };
+                    let error = Error::read(
+                        format!("{}:{}", input.display, number + 1),
+                        format!("larger than {limit} bytes once decompressed, the limit for one dump; refused, with the rest of the stream"),
+                    );
                     *done = Some(now);
                     self.refuse(&error, report);
                     return Ok(());
@@ -667,10 +667,7 @@ impl Follower<'_> {
                     let message = input::too_compressed(&error).unwrap_or_else(|| {
                         format!("corrupt or truncated compressed data: {error}")
                     });
-                    let error = Error::Read {
-                        file: format!("{}:{}", input.display, number + 1),
-                        message,
-                    };
+                    let error = Error::read(format!("{}:{}", input.display, number + 1), message);
                     self.refuse(&error, report);
                     return Ok(());
                 }

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::io::BufRead;
 
 use crate::dump::write;
-use crate::error::{Error, Result};
+use crate::error::{Because, Error, Result};
 use crate::import::input::{self, Input, Limits, Record};
 pub use lines::Lines;
 pub use log::LogLine;
@@ -251,9 +251,8 @@ fn read_log(
 ) -> Result<Vec<Found>> {
     let mut readers = readers;
     let mut lines = Lines::new(reader);
-    let io_error = |error: std::io::Error| Error::Read {
-        file: display.to_string(),
-        message: input::describe_io(&error),
+    let io_error = |error: std::io::Error| {
+        Error::read(display, Because::told(input::describe_io(&error), error))
     };
     // The finders of each set of markers, built once.
     let mut finders: HashMap<Vec<(usize, usize)>, Vec<memchr::memmem::Finder<'static>>> =
@@ -283,10 +282,7 @@ fn read_log(
         }
     }
     if wait_for_open && readers.iter().any(|reader| reader.open_at_end()) {
-        return Err(Error::Read {
-            file: display.to_string(),
-            message: NOT_YET_WHOLE.to_string(),
-        });
+        return Err(Error::read(display, NOT_YET_WHOLE));
     }
     let mut found = Vec::new();
     for reader in readers {
@@ -324,9 +320,11 @@ pub fn open(
             if let Err(error) = records.peek() {
                 return Err(records.error_of(error));
             }
-            let head = records.peek().map_err(|error| Error::Read {
-                file: input.display.clone(),
-                message: input::describe_io(&error),
+            let head = records.peek().map_err(|error| {
+                Error::read(
+                    input.display.clone(),
+                    Because::told(input::describe_io(&error), error),
+                )
             })?;
             let head = head.strip_prefix(b"\xef\xbb\xbf").unwrap_or(head);
             if let Some(source) = SOURCES.iter().copied().find(|source| source.claims(head)) {

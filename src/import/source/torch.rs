@@ -164,10 +164,7 @@ struct Event {
 }
 
 fn bad(display: &str, message: impl Into<String>) -> Error {
-    Error::Read {
-        file: display.to_string(),
-        message: message.into(),
-    }
+    Error::read(display, message.into())
 }
 
 /// A size or address of a segment or block: `None` when absent, an error saying what is wrong
