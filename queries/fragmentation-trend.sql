@@ -3,7 +3,7 @@
 --
 -- @param run  run   the run (runs.run)
 --
--- @column node                 id       the node
+-- @column node                 integer       the node
 -- @column handle               id       the memory
 -- @column kind                 text     the memory's kind
 -- @column seq                  count    the snapshot's sequence number on its node

@@ -16,7 +16,7 @@
 -- @param run  run      the run (runs.run)
 -- @param top  limit    at most this many rows (default 20)
 --
--- @column node          id     the node
+-- @column node          integer     the node
 -- @column provenance    text   where the program asked for the allocations
 -- @column first_bytes   bytes  live bytes at the node's first snapshot
 -- @column last_bytes    bytes  live bytes at the node's last snapshot

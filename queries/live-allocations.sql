@@ -7,7 +7,7 @@
 -- @column uid         id     the allocation (never reused within the run)
 -- @column kind        text   instance, deferred_buffer, future, pool, ...
 -- @column state       text   valid, collectable, pending_free or pending_alloc
--- @column offset      bytes  where it starts in the memory
+-- @column offset      offset where it starts in the memory
 -- @column size        bytes  its length
 -- @column provenance  text   where the program asked for it
 -- @column label       text   its short name, if any

@@ -9,9 +9,9 @@
 //!   pipelines, `import --follow`, one database per (run, node).
 //! - [`dump`]: format v1, pure: its model, parser and validator, writer and figures.
 //! - [`db`]: the database (opening, migrations, writing an imported dump, removing).
-//! - [`query`]: reading the database (canned queries and their typed parameters, loaders,
-//!   selectors, history, Datasette metadata, and the one loader of a story's and a page's
-//!   context); [`analysis`]: answers computed from what was loaded; [`story`]: why a request
+//! - [`query`]: reading the database (canned queries and their typed parameters, the units
+//!   declared with the views' and queries' columns, loaders, selectors, history, Datasette
+//!   metadata, and the one loader of a story's and a page's context); [`analysis`]: answers computed from what was loaded; [`story`]: why a request
 //!   failed, told from those answers (it reads nothing itself).
 //! - [`present`]: how results leave: tables for people, the exact formats registered as row
 //!   writers (csv, json, ndjson), prose fitted to the terminal.

@@ -19,7 +19,7 @@
 --
 -- @param run  run   the run (runs.run)
 --
--- @column node               id     the node
+-- @column node               integer     the node
 -- @column from_seq           count  the earlier snapshot
 -- @column to_seq             count  the later snapshot
 -- @column appeared           count  allocations in the later snapshot but not the earlier

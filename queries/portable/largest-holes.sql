@@ -10,7 +10,7 @@
 -- @param memory_id    memory    the memory (memories.memory_id)
 -- @param top          limit     at most this many holes (default 10)
 --
--- @column offset         bytes  where the hole starts
+-- @column offset         offset where the hole starts
 -- @column size           bytes  the hole's length
 -- @column running_total  bytes  this hole's size plus the sizes of the holes listed before it
 -- @column share_of_free  ratio  size / the memory's free bytes at that snapshot (0 to 1)

@@ -14,7 +14,7 @@
 -- @param run  run      the run (runs.run)
 -- @param top  limit    at most this many allocations (default 20)
 --
--- @column node        id       the node that holds it
+-- @column node        integer       the node that holds it
 -- @column uid         id       the allocation
 -- @column kind        text     its kind
 -- @column provenance  text     where the program asked for it

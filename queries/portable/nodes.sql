@@ -8,7 +8,7 @@
 --
 -- @param run  run   the run (runs.run)
 --
--- @column node                 id     the node
+-- @column node                 integer     the node
 -- @column seq                  count  the node's latest snapshot
 -- @column handle               id     the memory
 -- @column kind                 text   the memory's kind

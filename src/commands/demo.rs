@@ -147,7 +147,15 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         .skip(rows.len().saturating_sub(8))
         .cloned()
         .collect();
-    let table = Table::new(wanted.iter().map(|name| name.to_string()).collect(), shown);
+    let units = indices.iter().map(|&index| trend.units[index]).collect();
+    let table = Table::with_units(
+        indices
+            .iter()
+            .map(|&index| trend.columns[index].clone())
+            .collect(),
+        units,
+        shown,
+    );
     say(&[format!(
         "Fragmentation trend of {} on node {} (last {} snapshots):",
         finding.handle,

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use memstate::analysis::{self, Change};
 use memstate::db::{self, Database};
-use memstate::present::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table, Unit};
 use memstate::query::{load, select};
 use memstate::units::visible;
 use memstate::{Error, Result};
@@ -15,15 +15,15 @@ use crate::cli::DiffArgs;
 /// One row per change.
 fn change_table(changes: &[Change]) -> Table {
     let columns = [
-        "change",
-        "handle",
-        "uid",
-        "kind",
-        "provenance",
-        "size",
-        "offset",
-        "state_before",
-        "state_after",
+        ("change", Unit::Plain),
+        ("handle", Unit::Identifier),
+        ("uid", Unit::Identifier),
+        ("kind", Unit::Plain),
+        ("provenance", Unit::Plain),
+        ("size", Unit::Bytes),
+        ("offset", Unit::Offset),
+        ("state_before", Unit::Plain),
+        ("state_after", Unit::Plain),
     ];
     let rows = changes
         .iter()
@@ -41,10 +41,7 @@ fn change_table(changes: &[Change]) -> Table {
             ]
         })
         .collect();
-    Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        rows,
-    )
+    Table::declared(&columns, rows)
 }
 
 /// Where a comparison means nothing, refuse it; where it may mislead, say so on stderr. Uids are

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use indicatif::ProgressBar;
 use memstate::export::{self, Options, Progress};
-use memstate::present::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table, Unit};
 use memstate::units::{counted, visible};
 use memstate::Result;
 
@@ -53,12 +53,12 @@ pub fn run(db_path: &Path, args: &ExportArgs) -> Result<u8> {
             ]
         })
         .collect();
-    let table = Table::new(
-        vec![
-            "table".into(),
-            "files".into(),
-            "rows".into(),
-            "bytes".into(),
+    let table = Table::declared(
+        &[
+            ("table", Unit::Plain),
+            ("files", Unit::Plain),
+            ("rows", Unit::Plain),
+            ("bytes", Unit::Bytes),
         ],
         rows,
     );

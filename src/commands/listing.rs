@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use memstate::present::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table, Unit};
 use memstate::query::listing::{self, AllocationFilter};
 use memstate::query::{load, select};
 use memstate::units::{counted, human, ratio, visible};
@@ -72,7 +72,7 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
         let start = combined.as_ref().map_or(0, |all| all.rows.len());
         let count = table.rows.len();
         let prefixed = table.prefixed(
-            &["snapshot_id", "handle"],
+            &[("snapshot_id", Unit::Plain), ("handle", Unit::Identifier)],
             &[
                 Cell::Integer(snapshot_id),
                 Cell::text(layout.handle.clone()),
@@ -91,16 +91,19 @@ pub fn holes(db_path: &Path, args: &HolesArgs) -> Result<u8> {
     // The rows are held once: by the report for programs, by the sections for people.
     let (given, kept) = match printer.format() {
         memstate::present::Format::Table => {
-            (Table::new(combined.columns.clone(), Vec::new()), combined)
+            let empty =
+                Table::with_units(combined.columns.clone(), combined.units.clone(), Vec::new());
+            (empty, combined)
         }
-        _ => (combined, Table::new(Vec::new(), Vec::new())),
+        _ => (combined, Table::plain(Vec::new(), Vec::new())),
     };
     let combined = &kept;
     let report = Report::told(given, |out, style| {
         for (header, rows) in &sections {
             writeln!(out, "{header}")?;
-            let section = Table::new(
+            let section = Table::with_units(
                 combined.columns[2..].to_vec(),
+                combined.units[2..].to_vec(),
                 combined.rows[rows.clone()]
                     .iter()
                     .map(|row| row[2..].to_vec())
@@ -146,7 +149,10 @@ pub fn allocations(db_path: &Path, args: &AllocationsArgs) -> Result<u8> {
             args.by.map(Into::into),
             i64::from(args.top),
         )?
-        .prefixed(&["snapshot_id"], &[Cell::Integer(snapshot_id)]);
+        .prefixed(
+            &[("snapshot_id", Unit::Plain)],
+            &[Cell::Integer(snapshot_id)],
+        );
         match combined.as_mut() {
             Some(all) => all.extend(table),
             None => combined = Some(table),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use memstate::db::Database;
 use memstate::present::wrap::Wrapping;
-use memstate::present::{Cell, Format, Report, Table};
+use memstate::present::{Cell, Format, Report, Table, Unit};
 use memstate::query::pages;
 use memstate::query::select;
 use memstate::story::link;
@@ -55,12 +55,12 @@ fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Res
         parts.opening_fragment().unwrap_or_default()
     );
     let columns = [
-        "file",
-        "bytes",
-        "snapshots",
-        "allocations",
-        "history_spans",
-        "link",
+        ("file", Unit::Plain),
+        ("bytes", Unit::Bytes),
+        ("snapshots", Unit::Plain),
+        ("allocations", Unit::Plain),
+        ("history_spans", Unit::Plain),
+        ("link", Unit::Plain),
     ];
     let row = vec![
         Cell::text(path.display().to_string()),
@@ -70,10 +70,7 @@ fn write_page(path: &Path, target: &Path, title: &str, parts: &PageParts) -> Res
         Cell::count(spans as u64),
         Cell::text(link.clone()),
     ];
-    let table = Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        vec![row],
-    );
+    let table = Table::declared(&columns, vec![row]);
     let report = Report::told(table, |out, _| {
         let history = if summarized > 0 {
             format!(", history of {summarized} allocation spans summarized, {spans} of them drawn whole")

@@ -165,9 +165,10 @@ impl Printer {
     pub fn table_stream<W: Write>(
         &self,
         columns: &[String],
+        units: &[memstate::present::Unit],
         out: W,
     ) -> memstate::present::TableStream<W> {
-        memstate::present::TableStream::start(columns, &self.style, out)
+        memstate::present::TableStream::start(columns, units, &self.style, out)
     }
 
     /// The columns `--columns` names among `columns` (`None` without it): an unknown name is a

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use memstate::present::{Cell, Format, Report, Table};
+use memstate::present::{Cell, Format, Report, Table, Unit};
 use memstate::query::{load, select};
 use memstate::units::{counted, visible};
 use memstate::viz::plot::{self, Metric, XAxis};
@@ -59,17 +59,19 @@ pub fn run(db_path: &Path, args: &PlotArgs) -> Result<u8> {
     let ooms = oom_xs.len();
     super::write_output(&target, &args.out, svg.as_bytes())?;
     let drawn = series.len().min(plot::MAX_LINES);
-    let columns = ["file", "lines", "memories", "oom_marks"];
+    let columns = [
+        ("file", Unit::Plain),
+        ("lines", Unit::Plain),
+        ("memories", Unit::Plain),
+        ("oom_marks", Unit::Plain),
+    ];
     let row = vec![
         Cell::text(args.out.display().to_string()),
         Cell::count(drawn as u64),
         Cell::count(series.len() as u64),
         Cell::count(ooms as u64),
     ];
-    let table = Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        vec![row],
-    );
+    let table = Table::declared(&columns, vec![row]);
     let report = Report::told(table, |out, _| {
         let lines = if drawn < series.len() {
             format!(

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use memstate::present::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table, Unit};
 use memstate::query::{self, canned};
 use memstate::{db, Error, Result};
 
@@ -11,7 +11,12 @@ use crate::cli::ReportArgs;
 
 fn list(args: &ReportArgs) -> Result<u8> {
     let queries = canned::all();
-    let columns = ["name", "description", "params", "columns"];
+    let columns = [
+        ("name", Unit::Plain),
+        ("description", Unit::Plain),
+        ("params", Unit::Plain),
+        ("columns", Unit::Plain),
+    ];
     let rows = queries
         .iter()
         .map(|query| {
@@ -44,10 +49,7 @@ fn list(args: &ReportArgs) -> Result<u8> {
             ]
         })
         .collect();
-    let table = Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        rows,
-    );
+    let table = Table::declared(&columns, rows);
     let report = Report::told(table, |out, _| {
         for query in &queries {
             writeln!(out, "{}", query.name)?;

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use memstate::present::{Cell, Report, Table};
+use memstate::present::{Cell, Report, Table, Unit};
 use memstate::sim::{self, SimulationEvent};
 use memstate::units::{counted, human, visible};
 use memstate::Result;
@@ -54,7 +54,8 @@ pub fn run(args: &SimulateArgs) -> Result<u8> {
             Cell::count(summary.deferred_allocations),
         ),
         ("seconds", Cell::Real(seconds)),
-    ]);
+    ])
+    .with_unit(&["bytes"], Unit::Bytes);
     let report = Report::told(table, |out, _| {
         writeln!(
             out,

@@ -43,11 +43,13 @@ pub fn run(db_path: &Path, args: &SqlArgs) -> Result<u8> {
         &args.query,
         &parameters,
         &mut |event| match event {
-            RowEvent::Columns(columns) => {
+            RowEvent::Columns(columns, units) => {
                 let chosen = printer.chosen(columns)?;
                 let out = io::stdout().lock();
                 sink = Some(match printer.format() {
-                    Format::Table => Sink::Table(Box::new(printer.table_stream(columns, out))),
+                    Format::Table => {
+                        Sink::Table(Box::new(printer.table_stream(columns, units, out)))
+                    }
                     Format::Rows(format) => {
                         let shown: Vec<String> = match &chosen {
                             Some(indices) => indices.iter().map(|&i| columns[i].clone()).collect(),

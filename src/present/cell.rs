@@ -57,48 +57,19 @@ pub enum Unit {
 }
 
 impl Unit {
-    /// The unit a column name announces, for results whose columns are not described otherwise
-    /// (ad hoc SQL over the views uses these names).
-    pub fn of_column(name: &str) -> Unit {
-        match name {
-            "capacity"
-            | "used_bytes"
-            | "free_bytes"
-            | "largest_hole"
-            | "reclaimable_bytes"
-            | "largest_reclaimable"
-            | "unaccounted_bytes"
-            | "size"
-            | "bytes"
-            | "largest"
-            | "running_total"
-            | "appeared_bytes"
-            | "disappeared_bytes"
-            | "first_bytes"
-            | "last_bytes"
-            | "growth_bytes"
-            | "peak_bytes"
-            | "request_size"
-            | "blocked_bytes"
-            | "opens"
-            | "freed_bytes"
-            | "size_class" => Unit::Bytes,
-            "offset" | "end_offset" | "window_offset" | "window_end" => Unit::Offset,
-            "fragmentation" | "share" | "share_of_free" => Unit::Ratio,
-            "time_s" | "lifetime_s" => Unit::Seconds,
-            "uid" | "handle" | "memory_handle" | "allocation_handle" => Unit::Identifier,
-            _ => Unit::Plain,
-        }
-    }
-
-    /// The unit of a canned query's documented column unit (`bytes`, `ratio`, ...).
-    pub fn of_doc(unit: &str, name: &str) -> Unit {
-        match unit {
-            "bytes" if Unit::of_column(name) == Unit::Offset => Unit::Offset,
-            "bytes" => Unit::Bytes,
-            "ratio" => Unit::Ratio,
-            "seconds" => Unit::Seconds,
-            _ => Unit::of_column(name),
+    /// The unit a declaration names: `bytes`, `offset`, `ratio`, `seconds`, `id`; `count`, `text`,
+    /// `-` or nothing for none. Views declare theirs in docs/SCHEMA.md, canned queries in their
+    /// `@column` lines, and a command's own table with its columns. `None` for a word that is
+    /// none of these (a test holds every declaration to them).
+    pub fn named(word: &str) -> Option<Unit> {
+        match word {
+            "bytes" => Some(Unit::Bytes),
+            "offset" => Some(Unit::Offset),
+            "ratio" => Some(Unit::Ratio),
+            "seconds" => Some(Unit::Seconds),
+            "id" => Some(Unit::Identifier),
+            "" | "-" | "count" | "integer" | "text" => Some(Unit::Plain),
+            _ => None,
         }
     }
 }

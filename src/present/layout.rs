@@ -336,9 +336,9 @@ pub struct TableStream<W: Write> {
 }
 
 impl<W: Write> TableStream<W> {
-    pub fn start(columns: &[String], style: &Style, out: W) -> TableStream<W> {
+    pub fn start(columns: &[String], units: &[Unit], style: &Style, out: W) -> TableStream<W> {
         TableStream {
-            sample: Table::new(columns.to_vec(), Vec::new()),
+            sample: Table::with_units(columns.to_vec(), units.to_vec(), Vec::new()),
             style: style.clone(),
             layout: None,
             out,
@@ -401,7 +401,12 @@ mod tests {
             .map(|number| row(number % 100, "abc"))
             .collect();
         let mut streamed = Vec::new();
-        let mut stream = TableStream::start(&columns, &Style::default(), &mut streamed);
+        let mut stream = TableStream::start(
+            &columns,
+            &[Unit::Plain; 2],
+            &Style::default(),
+            &mut streamed,
+        );
         for (index, cells) in rows.iter().enumerate() {
             stream.row(cells.clone()).unwrap();
             let written = !stream.out.is_empty();
@@ -409,7 +414,7 @@ mod tests {
         }
         stream.finish().unwrap();
         let mut whole = Vec::new();
-        let table = Table::new(columns.clone(), rows.clone());
+        let table = Table::plain(columns.clone(), rows.clone());
         write_table(&table, &Style::default(), &mut whole).unwrap();
         assert_eq!(
             String::from_utf8(streamed).unwrap(),
@@ -421,7 +426,7 @@ mod tests {
             ..Style::default()
         };
         let mut out = Vec::new();
-        let mut narrow = TableStream::start(&columns, &style, &mut out);
+        let mut narrow = TableStream::start(&columns, &[Unit::Plain; 2], &style, &mut out);
         for cells in rows.iter().take(PLANNED_ROWS) {
             narrow.row(cells.clone()).unwrap();
         }
@@ -467,7 +472,14 @@ mod tests {
             Cell::Integer(2),
             Cell::Integer(3),
         ]];
-        let table = Table::new(columns, rows);
+        let units = vec![
+            Unit::Plain,
+            Unit::Plain,
+            Unit::Bytes,
+            Unit::Offset,
+            Unit::Bytes,
+        ];
+        let table = Table::with_units(columns, units, rows);
         let mut out = Vec::new();
         // At the floor 14 + 14 + (4 + 2) + (6 + 2) + (8 + 2) = 52: "other" goes (text first);
         // 38 still exceeds 20: then figures from the right, capacity (28) and offset (20); the

@@ -13,9 +13,18 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table whose units come from its column names.
-    pub fn new(columns: Vec<String>, rows: Vec<Vec<Cell>>) -> Table {
-        let units = columns.iter().map(|name| Unit::of_column(name)).collect();
+    /// A table of columns each declared with its unit.
+    pub fn declared(columns: &[(&str, Unit)], rows: Vec<Vec<Cell>>) -> Table {
+        let (columns, units) = columns
+            .iter()
+            .map(|(name, unit)| (name.to_string(), *unit))
+            .unzip();
+        Table::with_units(columns, units, rows)
+    }
+
+    /// A table of named columns with their units (as many units as columns).
+    pub fn with_units(columns: Vec<String>, units: Vec<Unit>, rows: Vec<Vec<Cell>>) -> Table {
+        debug_assert_eq!(columns.len(), units.len());
         Table {
             columns,
             units,
@@ -24,13 +33,20 @@ impl Table {
         }
     }
 
-    /// A table of one row, from (column, value) pairs: a command's summary.
+    /// A table whose columns carry no unit (their values are shown as they are).
+    pub fn plain(columns: Vec<String>, rows: Vec<Vec<Cell>>) -> Table {
+        let units = vec![Unit::Plain; columns.len()];
+        Table::with_units(columns, units, rows)
+    }
+
+    /// A table of one row, from (column, value) pairs: a command's summary. Its columns carry
+    /// no unit until [`Table::with_unit`] gives them one.
     pub fn record(fields: Vec<(&str, Cell)>) -> Table {
         let (columns, row): (Vec<String>, Vec<Cell>) = fields
             .into_iter()
             .map(|(name, cell)| (name.to_string(), cell))
             .unzip();
-        Table::new(columns, vec![row])
+        Table::plain(columns, vec![row])
     }
 
     /// Give the named columns a unit.
@@ -69,10 +85,10 @@ impl Table {
     }
 
     /// Put columns with these values in front of every row.
-    pub fn prefixed(mut self, names: &[&str], values: &[Cell]) -> Table {
-        let mut columns: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+    pub fn prefixed(mut self, names: &[(&str, Unit)], values: &[Cell]) -> Table {
+        let mut columns: Vec<String> = names.iter().map(|(name, _)| name.to_string()).collect();
         columns.append(&mut self.columns);
-        let mut units: Vec<Unit> = names.iter().map(|name| Unit::of_column(name)).collect();
+        let mut units: Vec<Unit> = names.iter().map(|(_, unit)| *unit).collect();
         units.append(&mut self.units);
         let rows = self
             .rows

@@ -80,7 +80,12 @@ pub struct Param {
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Column {
     pub name: String,
+    /// The unit as the query declares it (see [`Unit::named`]).
     pub unit: String,
+    /// How its values are shown: the declared unit (none for a word that names no unit, which a
+    /// test refuses).
+    #[serde(skip)]
+    pub shown_as: Unit,
     pub doc: String,
 }
 
@@ -126,7 +131,13 @@ fn parse(name: &'static str, sql: &'static str) -> Query {
         } else if let Some(rest) = line.strip_prefix("@column") {
             in_description = false;
             let (name, unit, doc) = split_doc(rest);
-            columns.push(Column { name, unit, doc });
+            let shown_as = Unit::named(&unit).unwrap_or(Unit::Plain);
+            columns.push(Column {
+                name,
+                unit,
+                shown_as,
+                doc,
+            });
         } else if in_description && line.is_empty() && !description.is_empty() {
             // What the query answers is its first paragraph; the "why" of how it is written
             // stays in the SQL's comments.
@@ -326,10 +337,7 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
     }
     let mut table = collect(conn, query.sql, &bound)?;
     for column in &query.columns {
-        table = table.with_unit(
-            &[column.name.as_str()],
-            Unit::of_doc(&column.unit, &column.name),
-        );
+        table = table.with_unit(&[column.name.as_str()], column.shown_as);
     }
     Ok(table)
 }

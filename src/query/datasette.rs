@@ -26,10 +26,13 @@ pub struct ViewDoc {
     pub columns: Vec<(String, String)>,
     /// Whether the column's row of the document describes several columns at once.
     pub grouped: Vec<bool>,
+    /// Each column's declared unit, in the view's order.
+    pub units: Vec<Unit>,
 }
 
 /// The views of docs/SCHEMA.md: a `## \`name\`` heading, a paragraph, then a table of
-/// `| \`column\`, \`column\` | meaning |` rows.
+/// `| \`column\`, \`column\` | unit | meaning |` rows: one unit for all the row's columns, or
+/// one each (`-` for none).
 pub fn views() -> Vec<ViewDoc> {
     let mut views: Vec<ViewDoc> = Vec::new();
     let mut in_table = false;
@@ -43,6 +46,7 @@ pub fn views() -> Vec<ViewDoc> {
                 description: String::new(),
                 columns: Vec::new(),
                 grouped: Vec::new(),
+                units: Vec::new(),
             });
             in_table = false;
             continue;
@@ -55,10 +59,17 @@ pub fn views() -> Vec<ViewDoc> {
         }
         if let Some(row) = line.strip_prefix('|') {
             in_table = true;
-            let Some((names, meaning)) = row.split_once('|') else {
+            let Some((names, rest)) = row.split_once('|') else {
+                continue;
+            };
+            let Some((unit, meaning)) = rest.split_once('|') else {
                 continue;
             };
             let meaning = meaning.trim_end().trim_end_matches('|').trim().to_string();
+            let units: Vec<Unit> = unit
+                .split(',')
+                .map(|word| Unit::named(word.trim()).unwrap_or(Unit::Plain))
+                .collect();
             let names: Vec<&str> = names
                 .split(',')
                 .map(str::trim)
@@ -67,9 +78,15 @@ pub fn views() -> Vec<ViewDoc> {
                         .and_then(|name| name.strip_suffix('`'))
                 })
                 .collect();
-            for name in &names {
+            for (index, name) in names.iter().enumerate() {
                 view.columns.push((name.to_string(), meaning.clone()));
                 view.grouped.push(names.len() > 1);
+                let unit = if units.len() == names.len() {
+                    units[index]
+                } else {
+                    units[0]
+                };
+                view.units.push(unit);
             }
         } else if !in_table && !line.trim().is_empty() {
             if !view.description.is_empty() {
@@ -338,13 +355,13 @@ pub fn plugin(database: &str) -> String {
         _ => {}
     };
     for view in views() {
-        for (name, _) in &view.columns {
-            sort(name, Unit::of_column(name));
+        for ((name, _), unit) in view.columns.iter().zip(&view.units) {
+            sort(name, *unit);
         }
     }
     for query in canned::all() {
         for column in &query.columns {
-            sort(&column.name, Unit::of_doc(&column.unit, &column.name));
+            sort(&column.name, column.shown_as);
         }
     }
     let literal = |value: Value| value.to_string();
@@ -373,8 +390,9 @@ pub fn metadata(database: &str, hidden: &[String]) -> Value {
         let units: Map<String, Value> = view
             .columns
             .iter()
-            .filter(|(name, _)| Unit::of_column(name) == Unit::Bytes)
-            .map(|(name, _)| (name.clone(), json!("B")))
+            .zip(&view.units)
+            .filter(|(_, unit)| **unit == Unit::Bytes)
+            .map(|((name, _), _)| (name.clone(), json!("B")))
             .collect();
         let mut table = json!({
             "title": title(&view.name),

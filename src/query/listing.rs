@@ -7,6 +7,7 @@ use rusqlite::Connection;
 use super::{query_error, Cell, MemoryFilter, Table};
 use crate::dump::State;
 use crate::error::{Error, Result};
+use crate::present::Unit;
 
 /// The figures of a memory people see first, after what names the memory and the snapshot.
 pub const FIGURES: &[&str] = &[
@@ -34,7 +35,7 @@ fn table(conn: &Connection, sql: &str, parameters: &[SqlValue]) -> Result<Table>
         }
         rows.push(cells);
     }
-    Ok(Table::new(columns, rows))
+    Ok(super::columns::declared_table(columns, rows))
 }
 
 fn optional_text(value: Option<&str>) -> SqlValue {
@@ -304,10 +305,13 @@ pub fn largest_holes(layout: &crate::analysis::Layout, top: u32) -> Table {
             ]
         })
         .collect();
-    Table::new(
-        ["offset", "size", "running_total", "share_of_free"]
-            .map(String::from)
-            .to_vec(),
+    Table::declared(
+        &[
+            ("offset", Unit::Offset),
+            ("size", Unit::Bytes),
+            ("running_total", Unit::Bytes),
+            ("share_of_free", Unit::Ratio),
+        ],
         rows,
     )
 }

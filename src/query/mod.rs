@@ -1,9 +1,12 @@
 //! Questions asked of the database: ad hoc SQL (read-only), the canned queries of `queries/`, the
 //! listings behind the commands, the selection of snapshots and memories, and the loaders of the
-//! analyses' inputs: [`context`] gathers what a story is told from, [`pages`] what a page draws. Everything here reads the public views only. Results are
-//! [`Table`]s of [`Cell`]s, which the presenting room ([`crate::present`]) writes out.
+//! analyses' inputs: [`context`] gathers what a story is told from, [`pages`] what a page draws.
+//! Everything here reads the public views only. Results are [`Table`]s of [`Cell`]s, their
+//! columns shown in the units [`columns`] finds declared, which the presenting room
+//! ([`crate::present`]) writes out.
 
 pub mod canned;
+pub mod columns;
 pub mod context;
 pub mod datasette;
 pub mod history;
@@ -17,7 +20,7 @@ use rusqlite::Connection;
 
 use crate::error::{Because, Error, Result};
 
-use crate::present::{Cell, Table};
+use crate::present::{Cell, Table, Unit};
 
 /// A database error while answering a question.
 pub(crate) fn query_error(error: rusqlite::Error) -> Error {
@@ -73,20 +76,25 @@ pub fn parse_parameter(text: &str) -> Result<(String, String)> {
 /// On a read-only connection (see `db::open_read_only`) SQLite refuses anything that writes.
 pub fn collect(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Result<Table> {
     let mut columns = Vec::new();
+    let mut units = Vec::new();
     let mut rows = Vec::new();
     for_each_row(conn, sql, parameters, &mut |event| {
         match event {
-            RowEvent::Columns(names) => columns = names.to_vec(),
+            RowEvent::Columns(names, shown_as) => {
+                columns = names.to_vec();
+                units = shown_as.to_vec();
+            }
             RowEvent::Row(cells) => rows.push(cells),
         }
         Ok(())
     })?;
-    Ok(Table::new(columns, rows))
+    Ok(Table::with_units(columns, units, rows))
 }
 
-/// What [`for_each_row`] hands over: the column names once, then each row.
+/// What [`for_each_row`] hands over: the column names and the units declared for them
+/// ([`columns::unit_of`]) once, then each row.
 pub enum RowEvent<'a> {
-    Columns(&'a [String]),
+    Columns(&'a [String], &'a [Unit]),
     Row(Vec<Cell>),
 }
 
@@ -140,7 +148,8 @@ pub fn for_each_row(
         }
     }
     let names: Vec<String> = statement.column_names().map(str::to_string).collect();
-    visit(RowEvent::Columns(&names))?;
+    let units: Vec<Unit> = names.iter().map(|name| columns::unit_of(name)).collect();
+    visit(RowEvent::Columns(&names, &units))?;
     let width = names.len();
     let mut cursor = statement.raw_query();
     while let Some(current) = cursor

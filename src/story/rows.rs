@@ -3,40 +3,40 @@
 
 use super::{Placement, Story};
 use crate::analysis::AllocationInfo;
-use crate::present::{Cell, Table};
+use crate::present::{Cell, Table, Unit};
 
 /// One row per finding; the blockers and the recent figures as nested values.
 pub fn story_table(stories: &[Story]) -> Table {
     let columns = [
-        "snapshot_id",
-        "run",
-        "node",
-        "seq",
-        "memory_id",
-        "handle",
-        "memory_kind",
-        "size",
-        "alignment",
-        "kind",
-        "provenance",
-        "note",
-        "free_bytes",
-        "largest_hole",
-        "largest_reclaimable",
-        "verdict",
-        "solved_by_collection",
-        "blockers",
-        "previous_seq",
-        "collected_allocations",
-        "collected_bytes",
-        "recent",
-        "advice",
-        "map_link",
-        "snapshot_note",
-        "capacity",
-        "used_bytes",
-        "unknown",
-        "cache",
+        ("snapshot_id", Unit::Plain),
+        ("run", Unit::Plain),
+        ("node", Unit::Plain),
+        ("seq", Unit::Plain),
+        ("memory_id", Unit::Plain),
+        ("handle", Unit::Identifier),
+        ("memory_kind", Unit::Plain),
+        ("size", Unit::Bytes),
+        ("alignment", Unit::Plain),
+        ("kind", Unit::Plain),
+        ("provenance", Unit::Plain),
+        ("note", Unit::Plain),
+        ("free_bytes", Unit::Bytes),
+        ("largest_hole", Unit::Bytes),
+        ("largest_reclaimable", Unit::Bytes),
+        ("verdict", Unit::Plain),
+        ("solved_by_collection", Unit::Plain),
+        ("blockers", Unit::Plain),
+        ("previous_seq", Unit::Plain),
+        ("collected_allocations", Unit::Plain),
+        ("collected_bytes", Unit::Plain),
+        ("recent", Unit::Plain),
+        ("advice", Unit::Plain),
+        ("map_link", Unit::Plain),
+        ("snapshot_note", Unit::Plain),
+        ("capacity", Unit::Bytes),
+        ("used_bytes", Unit::Bytes),
+        ("unknown", Unit::Plain),
+        ("cache", Unit::Plain),
     ];
     let rows = stories
         .iter()
@@ -86,23 +86,20 @@ pub fn story_table(stories: &[Story]) -> Table {
             row
         })
         .collect();
-    Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        rows,
-    )
+    Table::declared(&columns, rows)
 }
 
 /// Allocations as rows.
 pub fn allocation_table(allocations: &[AllocationInfo]) -> Table {
     let columns = [
-        "uid",
-        "kind",
-        "state",
-        "offset",
-        "size",
-        "provenance",
-        "label",
-        "objects",
+        ("uid", Unit::Identifier),
+        ("kind", Unit::Plain),
+        ("state", Unit::Plain),
+        ("offset", Unit::Offset),
+        ("size", Unit::Bytes),
+        ("provenance", Unit::Plain),
+        ("label", Unit::Plain),
+        ("objects", Unit::Plain),
     ];
     let rows = allocations
         .iter()
@@ -119,31 +116,28 @@ pub fn allocation_table(allocations: &[AllocationInfo]) -> Table {
             ]
         })
         .collect();
-    Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        rows,
-    )
+    Table::declared(&columns, rows)
 }
 
 /// One row per memory asked about: where the request fits now, else its cheapest place.
 pub fn placement_table(placements: &[Placement]) -> Table {
     let columns = [
-        "snapshot_id",
-        "run",
-        "node",
-        "seq",
-        "handle",
-        "memory_kind",
-        "size",
-        "alignment",
-        "fits_now",
-        "hole_offset",
-        "hole_size",
-        "window_offset",
-        "blocked_bytes",
-        "opens",
-        "blockers",
-        "map_link",
+        ("snapshot_id", Unit::Plain),
+        ("run", Unit::Plain),
+        ("node", Unit::Plain),
+        ("seq", Unit::Plain),
+        ("handle", Unit::Identifier),
+        ("memory_kind", Unit::Plain),
+        ("size", Unit::Bytes),
+        ("alignment", Unit::Plain),
+        ("fits_now", Unit::Plain),
+        ("hole_offset", Unit::Plain),
+        ("hole_size", Unit::Plain),
+        ("window_offset", Unit::Offset),
+        ("blocked_bytes", Unit::Bytes),
+        ("opens", Unit::Bytes),
+        ("blockers", Unit::Plain),
+        ("map_link", Unit::Plain),
     ];
     let rows = placements
         .iter()
@@ -171,8 +165,5 @@ pub fn placement_table(placements: &[Placement]) -> Table {
             ]
         })
         .collect();
-    Table::new(
-        columns.iter().map(|column| column.to_string()).collect(),
-        rows,
-    )
+    Table::declared(&columns, rows)
 }

@@ -131,7 +131,7 @@ fn report_parameters_take_what_the_commands_take_and_have_defaults() {
             && list.contains("-p snapshot_id=<snapshot>")
             && list.contains("-p memory_id=<memory>")
             && list.contains("[default: 10]")
-            && list.contains("columns: offset (bytes)"),
+            && list.contains("columns: offset (offset)"),
         "{list}"
     );
 }

@@ -35,5 +35,6 @@ mod storage;
 mod story;
 mod story_page;
 mod terminal;
+mod units;
 mod viz;
 mod writers;
