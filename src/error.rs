@@ -81,18 +81,19 @@ impl From<&str> for Because {
 /// Where in the input an error was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
-    /// The file as the user named it (`-` for standard input), with `:LINE` for a stream record.
+    /// The file as the user named it (`-` for standard input), with `:LINE` for a stream record
+    /// or a line of a log.
     pub file: String,
-    /// The JSON path inside the dump, or `line L, column C` for a syntax error; empty for the whole file.
-    pub place: String,
+    /// The JSON path inside the dump, or `line L, column C` for a syntax error; `None` when
+    /// what is wrong is the file (or the line) as a whole.
+    pub place: Option<String>,
 }
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.place.is_empty() {
-            write!(f, "{}", self.file)
-        } else {
-            write!(f, "{}: {}", self.file, self.place)
+        match &self.place {
+            Some(place) => write!(f, "{}: {place}", self.file),
+            None => write!(f, "{}", self.file),
         }
     }
 }
@@ -131,6 +132,11 @@ pub enum Error {
     #[error("{0}")]
     Usage(String),
 
+    /// What the user named is not in the database (a snapshot, a memory, a run), or the database
+    /// holds nothing yet to answer from.
+    #[error("{0}")]
+    NotFound(String),
+
     /// A query the user wrote (or a canned one with the user's parameters) failed.
     #[error("query: {message}")]
     Query {
@@ -163,16 +169,29 @@ pub enum Error {
 }
 
 impl Error {
-    /// An input error at `place` (a JSON path) in `file`.
+    /// An input error at `place` (a JSON path) in `file`; the root path (empty) is the file as a
+    /// whole, as [`Error::whole_input`] says.
     pub fn input(
         file: impl Into<String>,
         place: impl Into<String>,
         message: impl Into<String>,
     ) -> Error {
+        let place: String = place.into();
         Error::Input {
             location: Location {
                 file: file.into(),
-                place: place.into(),
+                place: Some(place).filter(|place| !place.is_empty()),
+            },
+            message: message.into(),
+        }
+    }
+
+    /// An input error about `file` (or `file:LINE`) as a whole, at no place inside it.
+    pub fn whole_input(file: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::Input {
+            location: Location {
+                file: file.into(),
+                place: None,
             },
             message: message.into(),
         }
@@ -210,6 +229,7 @@ impl Error {
             Error::Input { .. } | Error::Read { .. } | Error::Unrecognized { .. } => 1,
             Error::Database { .. }
             | Error::Usage(_)
+            | Error::NotFound(_)
             | Error::Query { .. }
             | Error::Write { .. }
             | Error::Output(_)

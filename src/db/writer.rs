@@ -315,10 +315,7 @@ impl Statements<'_, '_> {
             return Ok(Existing::Same { snapshot_id });
         }
         if !replace {
-            return Err(Error::input(
-                source,
-                "",
-                format!(
+            return Err(Error::whole_input(source, format!(
                     "a different dump of run {:?}, node {}, seq {} is already imported (snapshot {snapshot_id}, from {earlier_source}); refused (use --replace to replace it)",
                     dump.run.id, node, seq
                 ),

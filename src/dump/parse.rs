@@ -75,9 +75,8 @@ pub fn parse_document(text: &[u8], file: &str, options: Options) -> Result<Docum
     // A UTF-8 byte order mark is not JSON, but editors write one: it is accepted and skipped.
     let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
     if text.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::input(
+        return Err(Error::whole_input(
             file,
-            "",
             "empty input: expected a memstate dump (a JSON object)",
         ));
     }

@@ -274,7 +274,7 @@ fn snapshot_named(conn: &Connection, selector: &str, memory: Option<&str>) -> Re
         }
     }
     select::one_snapshot(conn, selector).map_err(|error| match error {
-        Error::Usage(message) if selector == "latest" => Error::Usage(format!(
+        Error::NotFound(message) if selector == "latest" => Error::NotFound(format!(
             "{message}: latest is one node's latest snapshot, and the database holds several nodes with no memory_id to name one"
         )),
         other => other,
@@ -285,7 +285,7 @@ fn snapshot_named(conn: &Connection, selector: &str, memory: Option<&str>) -> Re
 fn only_run(conn: &Connection, query: &str) -> Result<String> {
     match select::runs(conn)? {
         select::Runs::One(only) => Ok(only),
-        select::Runs::None => Err(Error::Usage(format!(
+        select::Runs::None => Err(Error::NotFound(format!(
             "{query} needs -p run=VALUE, and the database holds no run yet (import dumps first)"
         ))),
         select::Runs::Several(listed) => Err(Error::Usage(format!(

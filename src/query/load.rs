@@ -30,7 +30,7 @@ pub(super) fn state(text: &str) -> rusqlite::Result<State> {
 /// One memory at one snapshot: its figures, holes and allocations (with their client objects).
 pub fn layout(conn: &Connection, snapshot_id: i64, memory_id: i64) -> Result<Layout> {
     layout_if_present(conn, snapshot_id, memory_id)?.ok_or_else(|| {
-        Error::Usage(format!(
+        Error::NotFound(format!(
             "memory {memory_id} is not in snapshot {snapshot_id}"
         ))
     })
@@ -153,7 +153,7 @@ fn load_layouts(
         found.insert(layout.memory_id, layout);
     }
     if let Some(missing) = memory_ids.iter().find(|id| !found.contains_key(id)) {
-        return Err(Error::Usage(format!(
+        return Err(Error::NotFound(format!(
             "memory {missing} is not in snapshot {snapshot_id}"
         )));
     }

@@ -67,7 +67,7 @@ pub fn snapshot_ids(conn: &Connection, selector: &str) -> Result<Vec<i64>> {
     };
     if found.is_empty() {
         require_snapshots(conn)?;
-        return Err(Error::Usage(format!(
+        return Err(Error::NotFound(format!(
             "no snapshot matches {selector:?} (see memstate snapshots)"
         )));
     }
@@ -88,7 +88,7 @@ pub fn require_snapshots(conn: &Connection) -> Result<()> {
     if any {
         Ok(())
     } else {
-        Err(Error::Usage(NO_SNAPSHOTS_YET.to_string()))
+        Err(Error::NotFound(NO_SNAPSHOTS_YET.to_string()))
     }
 }
 
@@ -140,7 +140,7 @@ pub fn snapshot_list(conn: &Connection, text: &str) -> Result<Vec<i64>> {
         };
         let found = snapshots_between(conn, low, high)?;
         if found.is_empty() {
-            return Err(Error::Usage(format!(
+            return Err(Error::NotFound(format!(
                 "no snapshot between {low} and {high}"
             )));
         }
@@ -227,7 +227,7 @@ pub fn check_memory_selector(conn: &Connection, selector: &str) -> Result<()> {
                 [&handle],
             )?;
             if found.is_empty() {
-                return Err(Error::Usage(format!(
+                return Err(Error::NotFound(format!(
                     "no memory has the id {handle} (see memstate memories)"
                 )));
             }
@@ -292,7 +292,7 @@ pub fn pairs(conn: &Connection, snapshot: &str, memory: Option<&str>) -> Result<
         }
     }
     if found.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::NotFound(format!(
             "no memory matches {:?} in snapshot {snapshot:?} (see memstate memories)",
             memory.unwrap_or("")
         )));
@@ -354,7 +354,7 @@ pub fn runs(conn: &Connection) -> Result<Runs> {
 /// chart of one run is not chosen for the user by which was imported last).
 pub fn only_run(conn: &Connection) -> Result<String> {
     match runs(conn)? {
-        Runs::None => Err(Error::Usage(NO_SNAPSHOTS_YET.to_string())),
+        Runs::None => Err(Error::NotFound(NO_SNAPSHOTS_YET.to_string())),
         Runs::One(only) => Ok(only),
         Runs::Several(listed) => Err(Error::Usage(format!(
             "the database holds several runs ({listed}): choose one with --run"
@@ -368,7 +368,7 @@ pub fn check_run(conn: &Connection, run: &str) -> Result<()> {
     if runs.iter().any(|known| known == run) {
         return Ok(());
     }
-    Err(Error::Usage(format!(
+    Err(Error::NotFound(format!(
         "no run {run:?} (runs: {})",
         if runs.is_empty() {
             "none".to_string()

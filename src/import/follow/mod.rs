@@ -423,7 +423,7 @@ impl Follower<'_> {
             .and_then(|records| records.collect::<Result<Vec<_>>>())
             .and_then(|records| {
                 if records.is_empty() {
-                    Err(Error::input(&input.display, "", "empty input"))
+                    Err(Error::whole_input(&input.display, "empty input"))
                 } else {
                     Ok(records)
                 }

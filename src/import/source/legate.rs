@@ -239,7 +239,7 @@ fn instance_problem(text: &str) -> String {
 }
 
 fn bad(display: &str, line: usize, message: impl Into<String>) -> Error {
-    Error::input(format!("{display}:{line}"), "", message)
+    Error::whole_input(format!("{display}:{line}"), message)
 }
 
 /// The report's first line: size, memory, kind, what asked, the node `on Node N` names.

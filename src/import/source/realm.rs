@@ -249,9 +249,8 @@ impl LineReader for Reader {
     fn line(&mut self, number: usize, line: &LogLine, display: &str) -> Result<()> {
         let message = line.message;
         let place = |what: String| {
-            Error::input(
+            Error::whole_input(
                 format!("{display}:{number}"),
-                "",
                 format!("a Realm status line's {what}"),
             )
         };
@@ -261,9 +260,8 @@ impl LineReader for Reader {
                 .next()
                 .unwrap_or("");
             if word.starts_with(|c: char| c.is_ascii_digit()) && grouped_number(word).is_none() {
-                return Err(Error::input(
+                return Err(Error::whole_input(
                     format!("{display}:{number}"),
-                    "",
                     format!("the default mapper's request size {word:?} is no 64-bit number"),
                 ));
             }
@@ -309,9 +307,8 @@ impl LineReader for Reader {
                 self.block.line = number;
             }
             if last < first {
-                return Err(Error::input(
+                return Err(Error::whole_input(
                     format!("{display}:{number}"),
-                    "",
                     format!("a range from {first} to {last} ends before it starts"),
                 ));
             }
