@@ -15,6 +15,8 @@
 //!   failed, told from those answers (it reads nothing itself).
 //! - [`present`]: how results leave: tables for people, the exact formats registered as row
 //!   writers (csv, json, ndjson), prose fitted to the terminal.
+//! - [`serve`]: the live explorer over HTTP (`memstate serve`), answering what `query` reads
+//!   and rendering with `present` and `viz`.
 //! - [`viz`]: memory maps and trend charts; [`export`]: the Parquet dataset; [`files`]: files
 //!   written for people, whole or not at all.
 //! - [`sim`]: the simulator that writes realistic dumps; [`units`]: sizes and figures as people
@@ -31,6 +33,7 @@ pub mod files;
 pub mod import;
 pub mod present;
 pub mod query;
+pub mod serve;
 pub mod sim;
 pub mod story;
 pub mod units;

@@ -53,6 +53,14 @@ pub enum Command {
     /// read-only: SQLite itself refuses any statement that would change it.
     Sql(SqlArgs),
 
+    /// Explore the database live in a browser: runs, failures, maps, trends, queries and SQL.
+    ///
+    /// Opens the database read-only and serves one page at http://127.0.0.1:PORT/ until Ctrl-C;
+    /// everything it needs is inside memstate (no network). Open pages follow an import that
+    /// runs meanwhile (import --follow). Only this machine can connect unless --bind names
+    /// another address, and then every request needs the token printed in the URL.
+    Serve(ServeArgs),
+
     /// Write a realistic run of dumps: a Realm-like allocator under a Legate-like workload.
     ///
     /// Deterministic: the same seed and options give byte-identical files. Each node writes a dump
@@ -285,6 +293,35 @@ pub struct SqlArgs {
 
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The port to listen on (0: any free port, said in the URL printed).
+    #[arg(long, default_value_t = 8642, value_name = "N")]
+    pub port: u16,
+
+    /// The address to listen on. Another than 127.0.0.1 lets other machines connect: every
+    /// request then needs a token (--token, or one generated and printed in the URL).
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub bind: std::net::IpAddr,
+
+    /// The token every request must carry (in the URL, which sets a cookie, or the header
+    /// X-Memstate-Token).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+
+    /// Open the page in the default browser (xdg-open).
+    #[arg(long)]
+    pub open: bool,
+
+    /// The longest one SQL statement may run before it is stopped.
+    #[arg(long, default_value = "5", value_name = "SECONDS")]
+    pub time_limit: f64,
+
+    /// The most rows the SQL box and a canned query return.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub row_limit: usize,
 }
 
 #[derive(Debug, Args)]

@@ -25,6 +25,7 @@ mod map;
 mod oom;
 mod plot;
 mod report;
+mod serve;
 mod simulate;
 mod sql;
 
@@ -47,6 +48,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Import(args) => import::import(&db, &args),
         Command::Validate(args) => import::validate(&args),
         Command::Sql(args) => sql::run(&db, &args),
+        Command::Serve(args) => serve::run(&db, &args),
         Command::Simulate(args) => simulate::run(&args),
         // The demo's database is its folder's unless --db names one (not $MEMSTATE_DB: the demo
         // should not write into a database the user keeps).

@@ -68,6 +68,18 @@ impl Database {
         Writer::new(&mut self.conn, display)
     }
 
+    /// Stop any statement when `stop` says so: SQLite asks it every 10,000 steps of its virtual
+    /// machine, and a statement stopped fails as interrupted (a server's time limit).
+    pub fn stop_statements_when(
+        &mut self,
+        stop: impl FnMut() -> bool + Send + 'static,
+    ) -> Result<()> {
+        let display = self.display();
+        self.conn
+            .progress_handler(10_000, Some(stop))
+            .map_err(|error| Error::database(display, error))
+    }
+
     /// What stops the statement this database is running from another thread (Ctrl-C).
     pub fn interrupter(&self) -> Interrupter {
         Interrupter(self.conn.get_interrupt_handle())

@@ -57,6 +57,18 @@ pub enum Unit {
 }
 
 impl Unit {
+    /// The word that declares this unit ([`Unit::named`]'s), `None` for none.
+    pub fn word(self) -> Option<&'static str> {
+        match self {
+            Unit::Plain => None,
+            Unit::Bytes => Some("bytes"),
+            Unit::Offset => Some("offset"),
+            Unit::Ratio => Some("ratio"),
+            Unit::Seconds => Some("seconds"),
+            Unit::Identifier => Some("id"),
+        }
+    }
+
     /// The unit a declaration names: `bytes`, `offset`, `ratio`, `seconds`, `id`; `count`, `text`,
     /// `-` or nothing for none. Views declare theirs in docs/SCHEMA.md, canned queries in their
     /// `@column` lines, and a command's own table with its columns. `None` for a word that is

@@ -23,7 +23,7 @@ use layout::write_table;
 
 pub use cell::{for_people, Cell, Unit};
 pub use layout::{TableStream, PLANNED_ROWS};
-pub use rows::{RowFormat, RowStream, ROW_FORMATS};
+pub use rows::{table_json, RowFormat, RowStream, ROW_FORMATS};
 pub use table::Table;
 
 /// How to print a result: a table for people, or one of the registered exact formats.

@@ -175,6 +175,26 @@ impl RowWriter for Ndjson<'_> {
     }
 }
 
+/// A whole table as one JSON object: `{"columns": [...], "units": [...], "rows": [{...}]}`,
+/// the rows as the json format writes them and each column's unit (`bytes`, `offset`, `ratio`,
+/// `seconds`, `id` or null) for a page that shows them as the command line does.
+pub fn table_json(table: &super::Table) -> String {
+    let units: Vec<Option<&str>> = table.units.iter().map(|unit| unit.word()).collect();
+    let mut text = format!(
+        "{{\"columns\":{},\"units\":{},\"rows\":[",
+        serde_json::Value::from(table.columns.clone()),
+        serde_json::to_string(&units).unwrap_or_else(|_| "[]".to_string())
+    );
+    for (index, row) in table.rows.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        text.push_str(&json_object(&table.columns, row));
+    }
+    text.push_str("]}");
+    text
+}
+
 /// One row as a JSON object, keys in column order.
 fn json_object(columns: &[String], row: &[Cell]) -> String {
     let mut text = String::from("{");

@@ -9,6 +9,7 @@ pub mod canned;
 pub mod columns;
 pub mod context;
 pub mod datasette;
+pub mod explore;
 pub mod history;
 pub mod listing;
 pub mod load;
@@ -194,6 +195,17 @@ pub fn limit_ad_hoc(conn: &Connection, limits: AdHocLimits) -> Result<()> {
         rusqlite::ffi::sqlite3_hard_heap_limit64(i64::try_from(heap).unwrap_or(i64::MAX));
     }
     LIMITS.with(|cell| cell.set(Some(limits)));
+    Ok(())
+}
+
+/// Hold one connection's statements to values of at most 64 MiB, their temporary storage kept in
+/// memory: for a server's connections, where the process-wide heap limit of [`limit_ad_hoc`]
+/// would hold every connection at once.
+pub fn limit_statement_size(conn: &Connection) -> Result<()> {
+    conn.pragma_update(None, "temp_store", "MEMORY")
+        .map_err(Error::query)?;
+    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, 64 << 20)
+        .map_err(Error::query)?;
     Ok(())
 }
 

@@ -111,6 +111,13 @@ pub struct SnapshotName {
     pub seq: i64,
 }
 
+impl std::fmt::Display for SnapshotName {
+    /// As a selector names it: `RUN:NODE:SEQ`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.run, self.node, self.seq)
+    }
+}
+
 /// The run, node and seq of the snapshot `snapshot_id` (one [`one_snapshot`] gave).
 pub fn snapshot_name(conn: &Connection, snapshot_id: i64) -> Result<SnapshotName> {
     conn.query_row(
