@@ -27,6 +27,7 @@ mod queries;
 mod reader;
 mod schema;
 mod selectors;
+mod serve;
 mod shards;
 mod sim;
 mod sources;
