@@ -80,9 +80,13 @@ impl Running {
     pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
         let server = Arc::clone(&self.server);
         let stop = Arc::clone(&self.stop);
+        let workers = self.workers.len();
         move || {
             stop.store(true, Ordering::SeqCst);
-            server.unblock();
+            // Each call wakes one worker waiting for a request.
+            for _ in 0..workers {
+                server.unblock();
+            }
         }
     }
 }

@@ -28,6 +28,7 @@ mod reader;
 mod schema;
 mod selectors;
 mod serve;
+mod serve_browser;
 mod shards;
 mod sim;
 mod sources;

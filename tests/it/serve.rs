@@ -453,3 +453,32 @@ fn a_snapshot_imported_meanwhile_is_seen_within_two_seconds() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Ctrl-C (SIGINT) and SIGTERM end the server at once, with status 0.
+#[test]
+fn a_signal_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::common::write_json(dir.path(), "small.json", &crate::common::small());
+    let db = dir.path().join("t.db");
+    crate::common::import(&db, &[&path], 0);
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let mut served = serve(&db, &[]);
+        assert_eq!(get(served.port, "/api/overview").status, 200);
+        // SAFETY: sends a signal to the child this test started.
+        unsafe {
+            libc::kill(served.child.id() as libc::pid_t, signal);
+        }
+        let asked = Instant::now();
+        let status = loop {
+            if let Some(status) = served.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(5),
+                "still serving after signal {signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(0), "signal {signal}");
+    }
+}

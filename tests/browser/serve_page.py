@@ -1,0 +1,97 @@
+"""Drive `memstate serve`'s page in headless Chromium (Playwright, Debian's chromium).
+
+Called by tests/it/serve_browser.rs with: the server's URL, the memstate binary, the database,
+an out-of-memory dump to import while the page is open, the snapshot count the page must show
+first, one allocation to zoom to (snapshot, memory, offset, size, uid), and a folder for the
+screenshots. Prints one line per step; exits non-zero on the first step that fails.
+"""
+
+import subprocess
+import sys
+import time
+
+from playwright.sync_api import sync_playwright
+
+(url, memstate, db, oom_dump, expected, snapshot, memory, offset, size, uid, shots) = sys.argv[1:]
+expected, offset, size = int(expected), int(offset), int(size)
+ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-quic"]
+
+
+def check(condition, what):
+    if not condition:
+        print("FAILED:", what, flush=True)
+        sys.exit(1)
+    print("ok:", what, flush=True)
+
+
+def wait_for(page, condition, what, timeout=10000):
+    """Wait until `condition` holds in the page, or fail saying what the page shows."""
+    try:
+        page.wait_for_function(condition, timeout=timeout)
+    except Exception as error:  # Playwright's timeout: say what the page showed instead.
+        shown = page.evaluate("[location.href, document.getElementById('error') && document.getElementById('error').textContent, JSON.stringify(document.body.dataset)]")
+        print("FAILED:", what, "-", type(error).__name__, shown, flush=True)
+        sys.exit(1)
+
+
+with sync_playwright() as playwright:
+    browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    started = time.monotonic()
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.snapshots !== undefined", timeout=10000)
+    check(time.monotonic() - started < 5, "the first view is drawn")
+    shown = int(page.evaluate("document.body.dataset.snapshots"))
+    check(shown == expected, f"the overview shows the {expected} snapshots ({shown})")
+    page.screenshot(path=f"{shots}/serve-overview.png", full_page=True)
+
+    # Live: an import while the page is open; the page shows it without a reload.
+    subprocess.run([memstate, "--db", db, "import", oom_dump], check=True, capture_output=True)
+    imported = time.monotonic()
+    page.wait_for_function(f"Number(document.body.dataset.snapshots) > {expected}", timeout=5000)
+    seen = time.monotonic() - imported
+    check(seen < 2.0, f"the new snapshot appears within 2 s ({seen:.2f} s)")
+    page.wait_for_selector("#alert", state="visible", timeout=2000)
+    check("New out-of-memory" in page.inner_text("#alert"), "the overview marks the new OOM")
+
+    # Follow the OOM link: the story page, the map opened on the failure with its verdict.
+    links = page.locator("a.story")
+    check(links.count() >= 1, "a failure links to its story")
+    links.first.click()
+    page.wait_for_function("document.body.dataset.verdict !== undefined", timeout=10000)
+    verdict = page.evaluate("document.body.dataset.verdict")
+    check(verdict.split(".")[0] in ("Fragmentation", "Exhaustion", "Cannot tell", "Fits now"),
+          f"the story page gives the verdict ({verdict[:60]})")
+    check(page.evaluate("document.body.dataset.window") is not None, "the request's window is marked")
+    page.screenshot(path=f"{shots}/serve-story.png", full_page=True)
+    page.go_back()
+
+    # Zoom into the map, wheel after wheel at the allocation, until it is drawn alone; click it.
+    page.goto(f"{url.split('?')[0]}#snapshot={snapshot}&memory={memory}")
+    wait_for(page, f"document.body.dataset.window !== undefined && state.snapshot === {snapshot}", "the map is drawn")
+    canvas = page.locator("#map")
+    box = canvas.bounding_box()
+    center = offset + size / 2
+    for _ in range(60):
+        view = page.evaluate("[state.from, state.to]")
+        x = box["x"] + (center - view[0]) / (view[1] - view[0]) * box["width"]
+        y = box["y"] + box["height"] / 2
+        if page.evaluate("document.body.dataset.window") == "detail" and size / (view[1] - view[0]) > 0.3:
+            break
+        page.mouse.move(x, y)
+        before = page.evaluate("state.to - state.from")
+        page.mouse.wheel(0, -100)
+        page.wait_for_function(f"state.to - state.from < {before} && document.body.dataset.window !== undefined", timeout=5000)
+        page.wait_for_timeout(150)
+    check(page.evaluate("document.body.dataset.window") == "detail", "zoomed in, allocations are drawn one by one")
+    view = page.evaluate("[state.from, state.to]")
+    x = box["x"] + (center - view[0]) / (view[1] - view[0]) * box["width"]
+    page.mouse.click(x, box["y"] + box["height"] / 2)
+    details = page.inner_text("#details")
+    check(uid in details and "provenance" in details, f"its details are read ({details.splitlines()[0]})")
+    page.screenshot(path=f"{shots}/serve-zoomed.png", full_page=True)
+    check(not errors, f"no script error ({errors[:1]})")
+    browser.close()
