@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod steady;
+
 use std::fs;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
