@@ -118,6 +118,7 @@ fn history(dir: &std::path::Path) {
             marked: &[],
             histories: &[history],
             focus: None,
+            served: None,
         });
         std::fs::write(dir.join("history.html"), &page).expect("bench: write page");
         times.push(started.elapsed().as_secs_f64());

@@ -256,10 +256,25 @@ fn main() {
     );
     for (label, path) in [
         ("overview", "/api/overview".to_string()),
-        ("memories, first page of 100", "/api/memories?snapshot=1&limit=100".to_string()),
-        ("memories, last page", format!("/api/memories?snapshot=1&limit=100&offset={}", memories.saturating_sub(100))),
-        ("window of one memory", format!("/api/window?snapshot=1&memory={}&bins=1000", memories / 2)),
-        ("trend of one memory", format!("/api/trend?memory={}", memories / 2)),
+        (
+            "memories, first page of 100",
+            "/api/memories?snapshot=1&limit=100".to_string(),
+        ),
+        (
+            "memories, last page",
+            format!(
+                "/api/memories?snapshot=1&limit=100&offset={}",
+                memories.saturating_sub(100)
+            ),
+        ),
+        (
+            "window of one memory",
+            format!("/api/window?snapshot=1&memory={}&bins=1000", memories / 2),
+        ),
+        (
+            "trend of one memory",
+            format!("/api/trend?memory={}", memories / 2),
+        ),
     ] {
         endpoint(server.port, &format!("(w) {label}"), &path, requests);
     }

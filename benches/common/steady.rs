@@ -31,7 +31,13 @@ struct Live {
 /// A steady-state run: `dumps` dumps of 4 memories holding about `allocations` allocations each;
 /// between dumps `change` of them change (a third freed, a third allocated into a gap that fits
 /// or past the end, a third change state). Returns the total allocation rows written.
-pub fn generate_steady(folder: &Path, run: &str, dumps: usize, allocations: usize, change: f64) -> u64 {
+pub fn generate_steady(
+    folder: &Path,
+    run: &str,
+    dumps: usize,
+    allocations: usize,
+    change: f64,
+) -> u64 {
     fs::create_dir_all(folder).expect("bench: folder");
     let mut random = Random::new(42);
     let mut next_uid = 1u64;
@@ -155,4 +161,3 @@ pub fn generate_steady(folder: &Path, run: &str, dumps: usize, allocations: usiz
     }
     total
 }
-

@@ -100,6 +100,24 @@ pub fn memory_handle(conn: &Connection, memory_id: i64) -> Result<String> {
     })
 }
 
+/// The memory with `handle` on the node of `snapshot_id`, or not found.
+pub fn memory_at(conn: &Connection, snapshot_id: i64, handle: &str) -> Result<i64> {
+    use rusqlite::OptionalExtension;
+    conn.query_row(
+        "SELECT m.memory_id FROM memories m JOIN snapshots s ON s.run = m.run AND s.node = m.node
+         WHERE s.snapshot_id = ?1 AND m.handle = ?2",
+        params![snapshot_id, handle],
+        |row| row.get(0),
+    )
+    .optional()
+    .map_err(query_error)?
+    .ok_or_else(|| {
+        Error::NotFound(format!(
+            "no memory {handle} on the node of snapshot {snapshot_id}"
+        ))
+    })
+}
+
 /// What lies in an address range of a memory at a snapshot.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Window {

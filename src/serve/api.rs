@@ -90,6 +90,8 @@ impl Answer {
             ("Content-Type".to_string(), self.content_type.to_string()),
             ("Cache-Control".to_string(), "no-store".to_string()),
             ("X-Content-Type-Options".to_string(), "nosniff".to_string()),
+            // Framed only by its own pages (the app shows the map page in a frame).
+            ("X-Frame-Options".to_string(), "SAMEORIGIN".to_string()),
         ];
         headers.extend(self.headers);
         for (name, value) in headers {
@@ -237,7 +239,11 @@ fn snapshot_of(conn: &rusqlite::Connection, params: &Params) -> Result<i64, Erro
 
 fn window(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Error> {
     let snapshot = snapshot_of(conn, params)?;
-    let memory = params.id("memory")?;
+    // A memory by id, or by its handle on the snapshot's node (as a map page names it).
+    let memory = match params.get("handle").filter(|handle| !handle.is_empty()) {
+        Some(handle) => explore::memory_at(conn, snapshot, handle)?,
+        None => params.id("memory")?,
+    };
     let from = params.number("from", Some(0))?;
     let to = params.number("to", Some(u64::MAX))?;
     if to <= from {
@@ -303,7 +309,7 @@ fn map_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Erro
         "memstate: snapshot {}",
         select::snapshot_name(conn, snapshot)?
     );
-    Ok(Answer::html(parts.render(&title)))
+    Ok(Answer::html(parts.render_as(&title, Some(SERVED))))
 }
 
 fn story_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Error> {
@@ -319,5 +325,12 @@ fn story_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Er
         "memstate: out of memory at snapshot {}",
         select::snapshot_name(conn, snapshot)?
     );
-    Ok(Answer::html(parts.render(&title)))
+    Ok(Answer::html(parts.render_as(&title, Some(SERVED))))
 }
+
+/// How the pages are served: a few thousand allocations held (a few times what a screen shows),
+/// the rest asked of the window endpoint as the view narrows.
+const SERVED: crate::viz::html::Served<'static> = crate::viz::html::Served {
+    window_api: "/api/window",
+    detail_budget: 4000,
+};

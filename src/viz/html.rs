@@ -42,6 +42,16 @@ pub struct Marked {
     pub verdict: String,
 }
 
+/// A page served by `memstate serve`: it holds a few allocations per memory (about what the
+/// screen shows) and asks `window_api` for the allocations in view as the user zooms.
+#[derive(Debug, Clone, Copy)]
+pub struct Served<'a> {
+    /// The path of the window endpoint (`/api/window`).
+    pub window_api: &'a str,
+    /// The most allocations the page holds one by one, over all its memories.
+    pub detail_budget: usize,
+}
+
 /// What a page shows, and where it opens.
 pub struct Page<'a> {
     pub title: &'a str,
@@ -51,6 +61,9 @@ pub struct Page<'a> {
     /// The memory (handle) and snapshot the page opens on; without one, the most fragmented memory
     /// of the last snapshot.
     pub focus: Option<(String, i64)>,
+    /// Served, with the API as a second source of allocations (`None`: a file that holds all it
+    /// shows, up to [`PAGE_DETAIL_ALLOCATIONS`]).
+    pub served: Option<Served<'a>>,
 }
 
 struct Strings {
@@ -143,19 +156,19 @@ const SUMMARY_HOLES: usize = 100;
 
 /// How many allocations of each layout (frame by frame) the page draws one by one: all of them
 /// while the page's budget allows; else every layout gets the same share, small ones all theirs.
-fn detail_caps(frames: &[Frame]) -> Vec<Vec<usize>> {
+fn detail_caps(frames: &[Frame], budget: usize) -> Vec<Vec<usize>> {
     let counts: Vec<usize> = frames
         .iter()
         .flat_map(|frame| frame.layouts.iter().map(|layout| layout.allocations.len()))
         .collect();
     let total: usize = counts.iter().sum();
-    let cap = if total <= PAGE_DETAIL_ALLOCATIONS {
+    let cap = if total <= budget {
         usize::MAX
     } else {
         // Water filling: the share that spends the budget when small layouts keep all of theirs.
         let mut sorted = counts.clone();
         sorted.sort_unstable();
-        let mut left = PAGE_DETAIL_ALLOCATIONS;
+        let mut left = budget;
         let mut share = ALWAYS_WHOLE;
         for (index, &count) in sorted.iter().enumerate() {
             let rest = sorted.len() - index;
@@ -399,10 +412,14 @@ pub fn render(page: &Page) -> String {
                 marked: page.marked,
                 histories: page.histories,
                 focus: page.focus.clone(),
+                served: page.served,
             }
         }
     };
-    let caps = detail_caps(page.frames);
+    let budget = page
+        .served
+        .map_or(PAGE_DETAIL_ALLOCATIONS, |served| served.detail_budget);
+    let caps = detail_caps(page.frames, budget);
     let snapshots: Vec<Value> = page
         .frames
         .iter()
@@ -433,7 +450,8 @@ pub fn render(page: &Page) -> String {
         .focus
         .as_ref()
         .map(|(handle, snapshot)| json!({"handle": handle, "snapshot": snapshot}));
-    let data = json!({"title": page.title, "strings": strings.table, "snapshots": snapshots, "marked": marked, "histories": histories, "focus": focus, "omitted": omitted});
+    let api = page.served.map(|served| served.window_api);
+    let data = json!({"title": page.title, "strings": strings.table, "snapshots": snapshots, "marked": marked, "histories": histories, "focus": focus, "omitted": omitted, "api": api});
     // Inside a <script> element "</script" would close it and "<!--" would change how the rest is
     // parsed: no "<" of the data reaches the page as such (JSON reads \u003c as the same "<").
     let embedded = data.to_string().replace('<', "\\u003c");
@@ -460,5 +478,6 @@ pub fn render_frames(title: &str, frames: &[Frame]) -> String {
         marked: &[],
         histories: &[],
         focus: None,
+        served: None,
     })
 }

@@ -95,12 +95,18 @@ pub struct PageParts {
 
 impl PageParts {
     pub fn render(&self, title: &str) -> String {
+        self.render_as(title, None)
+    }
+
+    /// The page as `memstate serve` serves it: `served` says where it asks for allocations.
+    pub fn render_as(&self, title: &str, served: Option<html::Served>) -> String {
         html::render(&html::Page {
             title,
             frames: &self.frames,
             marked: &self.marked,
             histories: &self.histories,
             focus: self.focus.clone(),
+            served,
         })
     }
 

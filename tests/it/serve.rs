@@ -314,6 +314,26 @@ fn a_window_holds_what_lies_in_its_range() {
     )
     .json();
     assert!(inside["bins"].is_null());
+    // The same memory named by its handle on the snapshot's node, as a map page names it.
+    let handle: String = scalar(
+        &db,
+        &format!("SELECT handle FROM memories WHERE memory_id = {memory}"),
+    );
+    let by_handle = get(
+        served.port,
+        &format!(
+            "/api/window?snapshot={snapshot}&handle={handle}&from={}&to={}&bins=100",
+            offset + 1,
+            offset + size - 1
+        ),
+    )
+    .json();
+    assert_eq!(by_handle, inside);
+    let unknown = get(
+        served.port,
+        &format!("/api/window?snapshot={snapshot}&handle=0x1234"),
+    );
+    assert_eq!(unknown.status, 404);
     let allocations = inside["allocations"].as_array().unwrap();
     assert_eq!(allocations.len(), 1);
     assert_eq!(allocations[0]["uid"], uid.as_str());

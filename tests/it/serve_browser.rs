@@ -43,21 +43,23 @@ fn the_page_follows_a_run_and_zooms_to_one_allocation() {
     std::fs::rename(&oom_dump, &later).unwrap();
     let db = dir.path().join("t.db");
     crate::common::import(&db, &[&run], 0);
+    // A memory too large for the page to hold (6,000 allocations, past the served page's 4,000):
+    // the page is given the first 4,000 (nearest its largest hole, at the start) and asks the
+    // server for the others as it zooms. The one to zoom to is far from them.
+    let big = big_memory_dump(6000);
+    let big_path = crate::common::write_json(dir.path(), "big.json", &big);
+    crate::common::import(&db, &[&big_path], 0);
     let snapshots: i64 = scalar(&db, "SELECT count(*) FROM snapshots");
-    // The largest allocation of the most fragmented memory at the last snapshot of node 0.
-    let (snapshot, memory, offset, size, uid): (i64, i64, i64, i64, String) = {
-        let conn = rusqlite::Connection::open(&db).unwrap();
-        conn.query_row(
-            "SELECT a.snapshot_id, a.memory_id, a.offset, a.size, a.uid FROM allocations a
-             WHERE a.snapshot_id = (SELECT max(snapshot_id) FROM snapshots WHERE node = 0)
-               AND a.memory_id = (SELECT memory_id FROM memory_stats WHERE snapshot_id = a.snapshot_id
-                                  ORDER BY fragmentation DESC LIMIT 1)
-             ORDER BY a.size DESC LIMIT 1",
-            [],
-            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?)),
-        )
-        .unwrap()
-    };
+    let (snapshot, memory): (i64, i64) = (
+        scalar(&db, "SELECT snapshot_id FROM snapshots WHERE run = 'big'"),
+        scalar(&db, "SELECT memory_id FROM memories WHERE run = 'big'"),
+    );
+    let target = 5500u64;
+    let (offset, size, uid) = (
+        BIG_START + target * BIG_STRIDE,
+        BIG_SIZE,
+        format!("0x{:016x}", BIG_UID + target),
+    );
     let served = serve(&db, &[]);
     let shots = std::env::var_os("MEMSTATE_SHOTS")
         .map(std::path::PathBuf::from)
@@ -87,4 +89,33 @@ fn the_page_follows_a_run_and_zooms_to_one_allocation() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(said.contains("ok: its details are read"), "{said}");
+}
+
+const BIG_START: u64 = 1 << 20;
+const BIG_STRIDE: u64 = 8192;
+const BIG_SIZE: u64 = 4096;
+const BIG_UID: u64 = 0x7000_0000_0000_0000;
+
+/// One snapshot of run `big`: one memory whose `count` allocations of 4 KiB sit every 8 KiB after
+/// a first free MiB (its largest hole).
+fn big_memory_dump(count: u64) -> serde_json::Value {
+    let allocations: Vec<serde_json::Value> = (0..count)
+        .map(|index| {
+            serde_json::json!({
+                "uid": format!("0x{:016x}", BIG_UID + index),
+                "kind": "instance",
+                "state": "valid",
+                "offset": BIG_START + index * BIG_STRIDE,
+                "size": BIG_SIZE,
+                "provenance": format!("big.py:{index}"),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "format": "memstate-dump", "version": 1,
+        "run": {"id": "big", "node": 0},
+        "snapshot": {"seq": 0, "time_ns": 0, "reason": "periodic"},
+        "memories": [{"id": "0x1e00000000000009", "kind": "GPU_FB_MEM",
+                      "capacity": BIG_START + count * BIG_STRIDE, "allocations": allocations}],
+    })
 }
