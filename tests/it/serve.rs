@@ -379,6 +379,23 @@ fn bad_requests_are_refused_with_what_is_wrong() {
         "SELECT count(*) FROM sqlite_master WHERE name = 'mine'",
     );
     assert_eq!(wrote, 0);
+    // Nothing attached, no extension loaded.
+    let attach = get(
+        port,
+        &format!(
+            "/api/sql?q={}",
+            encode("ATTACH DATABASE ':memory:' AS other")
+        ),
+    );
+    assert_eq!(attach.status, 400, "{}", attach.body);
+    let extension = get(
+        port,
+        &format!(
+            "/api/sql?q={}",
+            encode("SELECT load_extension('/tmp/nothing')")
+        ),
+    );
+    assert_eq!(extension.status, 400, "{}", extension.body);
     let started = Instant::now();
     let forever = get(
         port,
