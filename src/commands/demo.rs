@@ -103,7 +103,7 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
         .collect();
     // The map of the failure, with the failed memory's history, so the report can link into it.
     let map_path = args.dir.join("map.html");
-    let parts = pages::failure_page(conn, &stories, Some("GPU_FB_MEM"), true)?;
+    let parts = pages::failure_page(conn, &stories, Some("GPU_FB_MEM"), pages::FILE_HISTORY)?;
     if !parts.frames.is_empty() {
         let page = parts.render(&format!(
             "memstate map of run {}: the out-of-memory error",

@@ -102,7 +102,13 @@ pub fn run(db_path: &Path, args: &MapArgs) -> Result<u8> {
     if let (Some(path), Some(target)) = (&args.html, &target) {
         let named = args.snapshot.is_some() || args.snapshots.is_some();
         let snapshot_ids = chosen_snapshots(&database, args)?;
-        let parts = pages::map_page(conn, &snapshot_ids, named, memory, args.history)?;
+        let parts = pages::map_page(
+            conn,
+            &snapshot_ids,
+            named,
+            memory,
+            pages::FILE_HISTORY.filter(|_| args.history),
+        )?;
         if parts.frames.is_empty() {
             return Err(Error::Usage(format!(
                 "no memory matches {:?} in the selected snapshots",

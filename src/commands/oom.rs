@@ -19,7 +19,8 @@ pub fn run(db_path: &Path, args: &OomArgs) -> Result<u8> {
     let mut stories = context::stories(database.connection(), &snapshot_ids)?;
     if let (Some(path), Some(target)) = (&args.html, &target) {
         if !stories.is_empty() {
-            let parts = pages::failure_page(database.connection(), &stories, None, true)?;
+            let parts =
+                pages::failure_page(database.connection(), &stories, None, pages::FILE_HISTORY)?;
             let title = format!(
                 "memstate: {} out of memory",
                 counted(stories.len() as u64, "request")

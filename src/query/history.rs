@@ -28,21 +28,18 @@ const HISTORY_ADDRESS_BINS: usize = 400;
 /// busiest addresses without one) are loaded whole, as many as fit. Memory and page size stay
 /// bounded whatever the run's length.
 pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> Result<History> {
-    let (run, node, handle, kind, run_id): (String, i64, String, String, i64) = conn
-        .query_row(
-            "SELECT run, node, handle, kind, run_id FROM memories WHERE memory_id = ?1",
-            [memory_id],
-            |row| {
-                Ok((
-                    row.get(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
-                    row.get(3)?,
-                    row.get(4)?,
-                ))
-            },
-        )
-        .map_err(query_error)?;
+    history_within(conn, memory_id, focus, HISTORY_DETAIL_SPANS)
+}
+
+/// [`history`] keeping at most `detail_spans` spans whole (a served page keeps few, and asks for
+/// the spans of the addresses in view with [`spans_in`] as the user zooms).
+pub fn history_within(
+    conn: &Connection,
+    memory_id: i64,
+    focus: Option<(u64, u64)>,
+    detail_spans: u64,
+) -> Result<History> {
+    let (run, node, handle, kind, run_id) = memory_of(conn, memory_id)?;
     let capacity: i64 = conn
         .query_row(
             "SELECT coalesce(max(capacity), 0) FROM memory_stats WHERE memory_id = ?1",
@@ -51,41 +48,7 @@ pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> 
         )
         .map_err(query_error)?;
     let capacity = to_u64(capacity);
-    let mut statement = conn
-        .prepare("SELECT snapshot_id, time_s, reason = 'oom', seq FROM snapshots WHERE run_id = ?1 AND node = ?2 ORDER BY seq")
-        .map_err(query_error)?;
-    let rows: Vec<(i64, f64, bool, i64)> = statement
-        .query_map(params![run_id, node], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .map_err(query_error)?
-        .collect::<rusqlite::Result<_>>()
-        .map_err(query_error)?;
-    let seqs: Vec<i64> = rows.iter().map(|row| row.3).collect();
-    let snapshots: Vec<(i64, f64, bool)> = rows.iter().map(|row| (row.0, row.1, row.2)).collect();
-    // When a span ends: the next snapshot's time, or one interval past the last one.
-    let position: HashMap<i64, usize> = snapshots
-        .iter()
-        .enumerate()
-        .map(|(index, (id, _, _))| (*id, index))
-        .collect();
-    let last_interval = match snapshots.as_slice() {
-        [.., (_, before, _), (_, last, _)] => (last - before).max(1e-9),
-        _ => 1.0,
-    };
-    let end_at = |index: usize| -> f64 {
-        match snapshots.get(index + 1) {
-            Some(next) => next.1,
-            None => snapshots
-                .get(index)
-                .map_or(0.0, |this| this.1 + last_interval),
-        }
-    };
-    let end_of = |snapshot_id: i64| -> f64 {
-        position
-            .get(&snapshot_id)
-            .map_or(0.0, |&index| end_at(index))
-    };
+    let timeline = Timeline::of(conn, run_id, node)?;
     // How many spans: a count on the span table itself (an index search by memory).
     let total: i64 = conn
         .query_row(
@@ -94,16 +57,16 @@ pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> 
             |row| row.get(0),
         )
         .map_err(query_error)?;
-    let summary = if to_u64(total) > HISTORY_DETAIL_SPANS && !snapshots.is_empty() {
+    let summary = if to_u64(total) > detail_spans && !timeline.snapshots.is_empty() {
         Some(summarize_history(
             conn,
             memory_id,
             capacity,
-            &seqs,
-            &end_at,
-            &snapshots,
+            &timeline.seqs,
+            &|index| timeline.end_at(index),
+            &timeline.snapshots,
             focus,
-            to_u64(total),
+            (to_u64(total), detail_spans),
         )?)
     } else {
         None
@@ -114,6 +77,111 @@ pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> 
             i64::try_from(summary.detail.1).unwrap_or(i64::MAX),
         )
     });
+    let spans = spans_between(
+        conn,
+        memory_id,
+        run_id,
+        (low, high),
+        detail_spans,
+        &timeline,
+    )?;
+    Ok(History {
+        run,
+        node,
+        handle,
+        kind,
+        capacity,
+        snapshots: timeline.snapshots,
+        spans,
+        summary,
+    })
+}
+
+/// A memory's run, node, handle, kind and run id.
+fn memory_of(conn: &Connection, memory_id: i64) -> Result<(String, i64, String, String, i64)> {
+    conn.query_row(
+        "SELECT run, node, handle, kind, run_id FROM memories WHERE memory_id = ?1",
+        [memory_id],
+        |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+            ))
+        },
+    )
+    .map_err(query_error)
+}
+
+/// A node's snapshots in time, and when a span drawn from them ends.
+struct Timeline {
+    /// (snapshot id, time in seconds, whether an OOM dump), by seq.
+    snapshots: Vec<(i64, f64, bool)>,
+    seqs: Vec<i64>,
+    position: HashMap<i64, usize>,
+    last_interval: f64,
+}
+
+impl Timeline {
+    fn of(conn: &Connection, run_id: i64, node: i64) -> Result<Timeline> {
+        let mut statement = conn
+            .prepare("SELECT snapshot_id, time_s, reason = 'oom', seq FROM snapshots WHERE run_id = ?1 AND node = ?2 ORDER BY seq")
+            .map_err(query_error)?;
+        let rows: Vec<(i64, f64, bool, i64)> = statement
+            .query_map(params![run_id, node], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })
+            .map_err(query_error)?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(query_error)?;
+        let snapshots: Vec<(i64, f64, bool)> =
+            rows.iter().map(|row| (row.0, row.1, row.2)).collect();
+        let last_interval = match snapshots.as_slice() {
+            [.., (_, before, _), (_, last, _)] => (last - before).max(1e-9),
+            _ => 1.0,
+        };
+        Ok(Timeline {
+            seqs: rows.iter().map(|row| row.3).collect(),
+            position: snapshots
+                .iter()
+                .enumerate()
+                .map(|(index, (id, _, _))| (*id, index))
+                .collect(),
+            snapshots,
+            last_interval,
+        })
+    }
+
+    /// When a span whose last snapshot is the `index`-th ends: the next snapshot's time, or one
+    /// interval past the last one.
+    fn end_at(&self, index: usize) -> f64 {
+        match self.snapshots.get(index + 1) {
+            Some(next) => next.1,
+            None => self
+                .snapshots
+                .get(index)
+                .map_or(0.0, |this| this.1 + self.last_interval),
+        }
+    }
+
+    fn end_of(&self, snapshot_id: i64) -> f64 {
+        self.position
+            .get(&snapshot_id)
+            .map_or(0.0, |&index| self.end_at(index))
+    }
+}
+
+/// The spans of `memory_id` crossing `[low, high)`, at most `limit`, in time then address order.
+fn spans_between(
+    conn: &Connection,
+    memory_id: i64,
+    run_id: i64,
+    (low, high): (i64, i64),
+    limit: u64,
+    timeline: &Timeline,
+) -> Result<Vec<HistorySpan>> {
     let mut statement = conn
         .prepare(
             "SELECT s.first_time_ns / 1e9, s.last_snapshot_id, s.offset, s.size, s.state, s.kind, s.provenance, s.label, s.uid,
@@ -125,13 +193,13 @@ pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> 
              LIMIT ?5",
         )
         .map_err(query_error)?;
-    let limit = i64::try_from(HISTORY_DETAIL_SPANS).unwrap_or(i64::MAX);
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let spans = statement
         .query_map(params![memory_id, run_id, low, high, limit], |row| {
             let last: i64 = row.get(1)?;
             Ok(HistorySpan {
                 from_s: row.get(0)?,
-                to_s: end_of(last),
+                to_s: timeline.end_of(last),
                 offset: to_u64(row.get(2)?),
                 size: to_u64(row.get(3)?),
                 state: state(&row.get::<_, String>(4)?)?,
@@ -147,16 +215,20 @@ pub fn history(conn: &Connection, memory_id: i64, focus: Option<(u64, u64)>) -> 
         .map_err(query_error)?
         .collect::<rusqlite::Result<Vec<_>>>()
         .map_err(query_error)?;
-    Ok(History {
-        run,
-        node,
-        handle,
-        kind,
-        capacity,
-        snapshots,
-        spans,
-        summary,
-    })
+    Ok(spans)
+}
+
+/// The spans of `memory_id` crossing `[low, high)` over its whole run, at most `limit`.
+fn history_band(
+    conn: &Connection,
+    memory_id: i64,
+    low: i64,
+    high: i64,
+    limit: u64,
+) -> Result<Vec<HistorySpan>> {
+    let (_, node, _, _, run_id) = memory_of(conn, memory_id)?;
+    let timeline = Timeline::of(conn, run_id, node)?;
+    spans_between(conn, memory_id, run_id, (low, high), limit, &timeline)
 }
 
 /// One streaming pass over a memory's spans: the grid of a [`HistorySummary`], and the address
@@ -172,7 +244,7 @@ fn summarize_history(
     end_at: &dyn Fn(usize) -> f64,
     snapshots: &[(i64, f64, bool)],
     focus: Option<(u64, u64)>,
-    total: u64,
+    (total, detail_spans): (u64, u64),
 ) -> Result<HistorySummary> {
     let count = seqs.len();
     let time_bins = count.clamp(1, HISTORY_TIME_BINS);
@@ -243,7 +315,7 @@ fn summarize_history(
             (None, None) => break,
         };
         let add = if grow_left { left } else { right }.unwrap_or(0);
-        if kept + add > HISTORY_DETAIL_SPANS {
+        if kept + add > detail_spans {
             break;
         }
         kept += add;
@@ -277,4 +349,48 @@ fn summarize_history(
         address_bins,
         cells: out,
     })
+}
+
+/// The spans of a memory's allocations that cross `[from, to)`, over the whole run: all of them
+/// when at most `limit`, else only how many there are.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanWindow {
+    pub from: u64,
+    pub to: u64,
+    pub total: u64,
+    pub spans: Option<Vec<HistorySpan>>,
+}
+
+/// The spans crossing `[from, to)` of `memory_id` (the address band a served page zoomed to),
+/// each placed in time as [`history`] places them.
+pub fn spans_in(
+    conn: &Connection,
+    memory_id: i64,
+    from: u64,
+    to: u64,
+    limit: u64,
+) -> Result<SpanWindow> {
+    let (low, high) = (
+        i64::try_from(from).unwrap_or(i64::MAX),
+        i64::try_from(to).unwrap_or(i64::MAX),
+    );
+    let total: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM allocation_span WHERE memory_id = ?1 AND offset < ?3 AND offset + size > ?2",
+            params![memory_id, low, high],
+            |row| row.get(0),
+        )
+        .map_err(query_error)?;
+    let mut window = SpanWindow {
+        from,
+        to,
+        total: to_u64(total),
+        spans: None,
+    };
+    if window.total > limit {
+        return Ok(window);
+    }
+    let whole = history_band(conn, memory_id, low, high, limit)?;
+    window.spans = Some(whole);
+    Ok(window)
 }

@@ -35,13 +35,17 @@ pub fn frames(
     Ok(frames)
 }
 
+/// The history a page written to a file draws: up to [`history::HISTORY_DETAIL_SPANS`] spans
+/// whole (a page's `history` argument is the most spans it keeps whole, `None` for no history).
+pub const FILE_HISTORY: Option<u64> = Some(history::HISTORY_DETAIL_SPANS);
+
 /// The page about failures: each failing node's last snapshots (the memories `memory` names), every
 /// failure marked, opening on the first; with `history`, each failed memory over its run.
 pub fn failure_page(
     conn: &Connection,
     stories: &[Story],
     memory: Option<&str>,
-    history: bool,
+    history: Option<u64>,
 ) -> Result<PageParts> {
     let mut ids = Vec::new();
     for story in stories {
@@ -58,12 +62,12 @@ pub fn failure_page(
     let focus = stories
         .first()
         .map(|story| (story.finding.handle.clone(), story.finding.snapshot_id));
-    let histories = if history {
+    let histories = if let Some(spans) = history {
         let memory_ids = stories
             .iter()
             .map(|story| story.finding.memory_id)
             .collect();
-        histories(conn, memory_ids, &frames, &marked)?
+        histories(conn, memory_ids, &frames, &marked, spans)?
     } else {
         Vec::new()
     };
@@ -82,6 +86,7 @@ fn histories(
     mut memory_ids: Vec<i64>,
     frames: &[html::Frame],
     marked: &[html::Marked],
+    spans: u64,
 ) -> Result<Vec<History>> {
     memory_ids.sort_unstable();
     memory_ids.dedup();
@@ -98,7 +103,7 @@ fn histories(
     };
     memory_ids
         .into_iter()
-        .map(|memory_id| history::history(conn, memory_id, window_of(memory_id)))
+        .map(|memory_id| history::history_within(conn, memory_id, window_of(memory_id), spans))
         .collect()
 }
 
@@ -109,7 +114,7 @@ fn snapshot_page(
     snapshot_ids: &[i64],
     stories: &[Story],
     memory: Option<&str>,
-    history: bool,
+    history: Option<u64>,
 ) -> Result<PageParts> {
     let frames = frames(conn, snapshot_ids, memory)?;
     let in_frames = |handle: &str, snapshot_id: i64| {
@@ -127,7 +132,7 @@ fn snapshot_page(
         Some(story) => Some((story.finding.handle.clone(), story.finding.snapshot_id)),
         None => most_fragmented(&frames).map(|layout| (layout.handle.clone(), layout.snapshot_id)),
     };
-    let histories = if history {
+    let histories = if let Some(spans) = history {
         // The memory the page opens on, and with --memory every memory it names in the last frame.
         let mut memory_ids: Vec<i64> = Vec::new();
         let focused = focus.as_ref().and_then(|(handle, snapshot_id)| {
@@ -147,7 +152,7 @@ fn snapshot_page(
                     .flat_map(|frame| frame.layouts.iter().map(|layout| layout.memory_id)),
             );
         }
-        histories(conn, memory_ids, &frames, &marked)?
+        histories(conn, memory_ids, &frames, &marked, spans)?
     } else {
         Vec::new()
     };
@@ -175,7 +180,7 @@ pub fn map_page(
     snapshot_ids: &[i64],
     named: bool,
     memory: Option<&str>,
-    history: bool,
+    history: Option<u64>,
 ) -> Result<PageParts> {
     let failed = select::oom_snapshots(conn, None)?;
     let failed: Vec<i64> = if named {

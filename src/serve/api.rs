@@ -9,6 +9,7 @@
 //! | `/api/memories?snapshot=S&limit=N&offset=K` | one snapshot's memories with their figures, most fragmented first, a page at a time |
 //! | `/api/trend?memory=M` | one memory's figures across its snapshots |
 //! | `/api/window?snapshot=S&memory=M&from=A&to=B&bins=W` | what lies in `[A, B)`: each allocation and hole when at most W, else W bins |
+//! | `/api/spans?snapshot=S&memory=M&from=A&to=B&limit=N` | the memory's allocation spans over its run that cross `[A, B)`: each when at most N, else how many |
 //! | `/api/stories?snapshot=S` | the OOM story of each failed request of a snapshot, as `oom` tells it |
 //! | `/api/queries` | the canned queries with their parameters |
 //! | `/api/query/NAME?KEY=VALUE...` | a canned query's answer |
@@ -84,8 +85,10 @@ impl Answer {
     }
 
     pub fn into_response(self) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-        let mut response =
-            tiny_http::Response::from_data(self.body.into_bytes()).with_status_code(self.status);
+        // Sent whole with its length, never chunked: every answer is built before it is sent.
+        let mut response = tiny_http::Response::from_data(self.body.into_bytes())
+            .with_status_code(self.status)
+            .with_chunked_threshold(usize::MAX);
         let mut headers = vec![
             ("Content-Type".to_string(), self.content_type.to_string()),
             ("Cache-Control".to_string(), "no-store".to_string()),
@@ -191,6 +194,7 @@ pub fn route(path: &str, params: &Params, connection: &Connection, options: &Opt
             .and_then(|memory| explore::trend(conn, memory))
             .map(|table| table_answer(&table)),
         "/api/window" => window(conn, params),
+        "/api/spans" => spans(conn, params),
         "/api/stories" => stories(conn, params),
         "/api/queries" => Ok(Answer::json(
             serde_json::to_string(&canned::all()).unwrap_or_else(|_| "[]".to_string()),
@@ -237,13 +241,49 @@ fn snapshot_of(conn: &rusqlite::Connection, params: &Params) -> Result<i64, Erro
     select::one_snapshot(conn, params.required("snapshot")?)
 }
 
+/// The `memory` parameter, or `handle` on the node of the `snapshot` (as a map page names it).
+fn memory_of(conn: &rusqlite::Connection, params: &Params, snapshot: i64) -> Result<i64, Error> {
+    match params.get("handle").filter(|handle| !handle.is_empty()) {
+        Some(handle) => explore::memory_at(conn, snapshot, handle),
+        None => params.id("memory"),
+    }
+}
+
+fn spans(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Error> {
+    let snapshot = snapshot_of(conn, params)?;
+    let memory = memory_of(conn, params, snapshot)?;
+    let from = params.number("from", Some(0))?;
+    let to = params.number("to", Some(i64::MAX as u64))?;
+    if to <= from {
+        return Err(Error::Usage(format!(
+            "the range [{from}, {to}) is empty: give from < to"
+        )));
+    }
+    let limit = params.number("limit", Some(8000))?.clamp(1, 20_000);
+    let window = crate::query::history::spans_in(conn, memory, from, to, limit)?;
+    let spans = window.spans.map(|spans| {
+        spans
+            .iter()
+            .map(|span| {
+                json!({
+                    "from_s": span.from_s, "to_s": span.to_s, "offset": span.offset,
+                    "size": span.size, "state": span.state.as_str(), "kind": span.kind,
+                    "provenance": span.provenance, "label": span.label, "uid": span.uid,
+                    "objects": span.objects, "first_snapshot_id": span.first_snapshot_id,
+                    "last_snapshot_id": span.last_snapshot_id,
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    Ok(Answer::json(
+        json!({"memory_id": memory, "from": window.from, "to": window.to, "total": window.total, "spans": spans})
+            .to_string(),
+    ))
+}
+
 fn window(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Error> {
     let snapshot = snapshot_of(conn, params)?;
-    // A memory by id, or by its handle on the snapshot's node (as a map page names it).
-    let memory = match params.get("handle").filter(|handle| !handle.is_empty()) {
-        Some(handle) => explore::memory_at(conn, snapshot, handle)?,
-        None => params.id("memory")?,
-    };
+    let memory = memory_of(conn, params, snapshot)?;
     let from = params.number("from", Some(0))?;
     let to = params.number("to", Some(u64::MAX))?;
     if to <= from {
@@ -304,7 +344,13 @@ fn map_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Erro
         Some(_) => Some(explore::memory_handle(conn, params.id("memory")?)?),
         None => None,
     };
-    let parts = pages::map_page(conn, &[snapshot], true, memory.as_deref(), true)?;
+    let parts = pages::map_page(
+        conn,
+        &[snapshot],
+        true,
+        memory.as_deref(),
+        Some(SERVED_SPANS),
+    )?;
     let title = format!(
         "memstate: snapshot {}",
         select::snapshot_name(conn, snapshot)?
@@ -320,13 +366,17 @@ fn story_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Er
             "snapshot {snapshot} holds no failed request"
         )));
     }
-    let parts = pages::failure_page(conn, &stories, None, true)?;
+    let parts = pages::failure_page(conn, &stories, None, Some(SERVED_SPANS))?;
     let title = format!(
         "memstate: out of memory at snapshot {}",
         select::snapshot_name(conn, snapshot)?
     );
     Ok(Answer::html(parts.render_as(&title, Some(SERVED))))
 }
+
+/// The most history spans a served page keeps whole; it asks `/api/spans` for those of the
+/// addresses it zooms to.
+const SERVED_SPANS: u64 = 8000;
 
 /// How the pages are served: a few thousand allocations held (a few times what a screen shows),
 /// the rest asked of the window endpoint as the view narrows.

@@ -2,8 +2,8 @@
 
 Called by tests/it/serve_browser.rs with: the server's URL, the memstate binary, the database,
 an out-of-memory dump to import while the page is open, the snapshot count the page must show
-first, one allocation of a large memory to zoom to (snapshot, memory, offset, size, uid), and a
-folder for the screenshots. Prints one line per step; exits non-zero on the first step that fails.
+first, one allocation of a large memory to zoom to in the map (snapshot, memory, offset, size,
+uid) and one in its history (offset, uid), and a folder for the screenshots. Prints one line per step; exits non-zero on the first step that fails.
 """
 
 import subprocess
@@ -12,8 +12,8 @@ import time
 
 from playwright.sync_api import sync_playwright
 
-(url, memstate, db, oom_dump, expected, snapshot, memory, offset, size, uid, shots) = sys.argv[1:]
-expected, offset, size = int(expected), int(offset), int(size)
+(url, memstate, db, oom_dump, expected, snapshot, memory, offset, size, uid, history_offset, history_uid, shots) = sys.argv[1:]
+expected, offset, size, history_offset = int(expected), int(offset), int(size), int(history_offset)
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--disable-quic"]
 
@@ -81,7 +81,7 @@ with sync_playwright() as playwright:
     except Exception:
         check(False, "the map page in the frame draws")
     given = frame.evaluate(f"memory().a.length / FIELDS")
-    check(given < 6000 and frame.evaluate("memory().g !== null"), f"the page holds {given:.0f} of the memory's allocations, the rest summarized")
+    check(given < 9000 and frame.evaluate("memory().g !== null"), f"the page holds {given:.0f} of the memory's allocations, the rest summarized")
     box = frame.locator("#map").bounding_box()
     center = offset + size / 2
     y = box["y"] + box["height"] * 0.8
@@ -103,5 +103,32 @@ with sync_playwright() as playwright:
     tip = frame.inner_text("#tip")
     check(uid in tip and "provenance" in tip, f"its details are read ({tip.splitlines()[0] if tip else 'nothing'})")
     page.screenshot(path=f"{shots}/serve-zoomed.png", full_page=True)
+
+    # The same in the history below it (address down, time across), at another allocation (the
+    # history keeps other spans whole than the map keeps allocations): zoomed to its addresses,
+    # its spans come from the server; hovering one gives its details.
+    center = history_offset + size / 2
+    check(frame.evaluate("history().g !== null"), "the history is summarized past the spans the page holds")
+    frame.locator("#history").scroll_into_view_if_needed()
+    hbox = frame.locator("#history").bounding_box()
+    def y_of(byte):
+        view = frame.evaluate("hView")
+        return hbox["y"] + (byte - view[2]) / (view[3] - view[2]) * hbox["height"]
+    hx = hbox["x"] + hbox["width"] * 0.5
+    for _ in range(60):
+        view = frame.evaluate("hView")
+        if frame.evaluate("document.body.dataset.historyDetail") == "api" and size / (view[3] - view[2]) * hbox["height"] > 6:
+            break
+        page.mouse.move(hx, y_of(center))
+        page.mouse.wheel(0, -120)
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(400)
+    detail = frame.evaluate("document.body.dataset.historyDetail")
+    check(detail == "api", f"the server sent the history's spans in view ({detail}, {frame.evaluate('document.body.dataset.historyDetailCount')}; view {frame.evaluate('hView')}, detail {frame.evaluate('history().g.detail')}, box {hbox})")
+    page.mouse.move(hx, y_of(center))
+    page.mouse.move(hx + 1, y_of(center))
+    tip = frame.inner_text("#tip")
+    check(history_uid in tip, f"its span's details are read ({tip.splitlines()[0] if tip else 'nothing'})")
+    page.screenshot(path=f"{shots}/serve-history.png", full_page=True)
     check(not errors, f"no script error ({errors[:1]})")
     browser.close()

@@ -334,6 +334,44 @@ fn a_window_holds_what_lies_in_its_range() {
         &format!("/api/window?snapshot={snapshot}&handle=0x1234"),
     );
     assert_eq!(unknown.status, 404);
+    // The memory's spans over the run: each, or only how many when past the limit.
+    let spans_total: i64 = scalar(
+        &db,
+        &format!("SELECT count(*) FROM allocation_spans WHERE memory_id = {memory}"),
+    );
+    let all = get(
+        served.port,
+        &format!("/api/spans?snapshot={snapshot}&memory={memory}&limit=20000"),
+    )
+    .json();
+    assert_eq!(all["total"].as_i64().unwrap(), spans_total);
+    assert_eq!(all["spans"].as_array().unwrap().len() as i64, spans_total);
+    let few = get(
+        served.port,
+        &format!("/api/spans?snapshot={snapshot}&handle={handle}&limit=1"),
+    )
+    .json();
+    assert_eq!(few["total"].as_i64().unwrap(), spans_total);
+    assert!(few["spans"].is_null());
+    // Those crossing the one allocation's range: each of them crosses it.
+    let band = get(
+        served.port,
+        &format!(
+            "/api/spans?snapshot={snapshot}&memory={memory}&from={offset}&to={}",
+            offset + size
+        ),
+    )
+    .json();
+    let crossing: i64 = scalar(
+        &db,
+        &format!("SELECT count(*) FROM allocation_spans WHERE memory_id = {memory} AND offset < {} AND offset + size > {offset}", offset + size),
+    );
+    assert_eq!(band["spans"].as_array().unwrap().len() as i64, crossing);
+    assert!(band["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|span| span["uid"] == uid.as_str()));
     let allocations = inside["allocations"].as_array().unwrap();
     assert_eq!(allocations.len(), 1);
     assert_eq!(allocations[0]["uid"], uid.as_str());

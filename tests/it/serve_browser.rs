@@ -43,10 +43,10 @@ fn the_page_follows_a_run_and_zooms_to_one_allocation() {
     std::fs::rename(&oom_dump, &later).unwrap();
     let db = dir.path().join("t.db");
     crate::common::import(&db, &[&run], 0);
-    // A memory too large for the page to hold (6,000 allocations, past the served page's 4,000):
-    // the page is given the first 4,000 (nearest its largest hole, at the start) and asks the
-    // server for the others as it zooms. The one to zoom to is far from them.
-    let big = big_memory_dump(6000);
+    // A memory too large for the page to hold (9,000 allocations, past the served page's 4,000,
+    // and 9,000 spans, past its 8,000): the page is given those nearest its largest hole (at the
+    // start) and asks the server for the others as it zooms. The one to zoom to is far from them.
+    let big = big_memory_dump(9000);
     let big_path = crate::common::write_json(dir.path(), "big.json", &big);
     crate::common::import(&db, &[&big_path], 0);
     let snapshots: i64 = scalar(&db, "SELECT count(*) FROM snapshots");
@@ -54,11 +54,18 @@ fn the_page_follows_a_run_and_zooms_to_one_allocation() {
         scalar(&db, "SELECT snapshot_id FROM snapshots WHERE run = 'big'"),
         scalar(&db, "SELECT memory_id FROM memories WHERE run = 'big'"),
     );
-    let target = 5500u64;
+    let target = 8500u64;
     let (offset, size, uid) = (
         BIG_START + target * BIG_STRIDE,
         BIG_SIZE,
         format!("0x{:016x}", BIG_UID + target),
+    );
+    // The history keeps whole the spans where most start, grown from the memory's end (all bins
+    // are alike here): the one to zoom to in the history is near the start.
+    let in_history = 300u64;
+    let (history_offset, history_uid) = (
+        BIG_START + in_history * BIG_STRIDE,
+        format!("0x{:016x}", BIG_UID + in_history),
     );
     let served = serve(&db, &[]);
     let shots = std::env::var_os("MEMSTATE_SHOTS")
@@ -78,6 +85,8 @@ fn the_page_follows_a_run_and_zooms_to_one_allocation() {
             offset.to_string(),
             size.to_string(),
             uid,
+            history_offset.to_string(),
+            history_uid,
         ])
         .arg(&shots)
         .output()
