@@ -98,8 +98,12 @@ with sync_playwright() as playwright:
     page.wait_for_timeout(400)
     detail = frame.evaluate("document.body.dataset.detail")
     check(detail == "api", f"the server sent the allocations in view ({detail}, {frame.evaluate('document.body.dataset.detailCount')})")
-    page.mouse.move(x_of(center), y)
-    page.mouse.move(x_of(center) + 1, y)
+    for _ in range(10):
+        page.mouse.move(x_of(center), y)
+        page.mouse.move(x_of(center) + 1, y)
+        if uid in frame.inner_text("#tip"):
+            break
+        page.wait_for_timeout(200)
     tip = frame.inner_text("#tip")
     check(uid in tip and "provenance" in tip, f"its details are read ({tip.splitlines()[0] if tip else 'nothing'})")
     page.screenshot(path=f"{shots}/serve-zoomed.png", full_page=True)
@@ -119,14 +123,23 @@ with sync_playwright() as playwright:
         view = frame.evaluate("hView")
         if frame.evaluate("document.body.dataset.historyDetail") == "api" and size / (view[3] - view[2]) * hbox["height"] > 6:
             break
+        hbox = frame.locator("#history").bounding_box()
         page.mouse.move(hx, y_of(center))
         page.mouse.wheel(0, -120)
         page.wait_for_timeout(200)
     page.wait_for_timeout(400)
     detail = frame.evaluate("document.body.dataset.historyDetail")
     check(detail == "api", f"the server sent the history's spans in view ({detail}, {frame.evaluate('document.body.dataset.historyDetailCount')}; view {frame.evaluate('hView')}, detail {frame.evaluate('history().g.detail')}, box {hbox})")
-    page.mouse.move(hx, y_of(center))
-    page.mouse.move(hx + 1, y_of(center))
+    # Where the canvas is now (the page may have scrolled while it zoomed), then hover.
+    frame.locator("#history").scroll_into_view_if_needed()
+    hbox = frame.locator("#history").bounding_box()
+    hx = hbox["x"] + hbox["width"] * 0.5
+    for _ in range(10):
+        page.mouse.move(hx, y_of(center))
+        page.mouse.move(hx + 1, y_of(center))
+        if history_uid in frame.inner_text("#tip"):
+            break
+        page.wait_for_timeout(200)
     tip = frame.inner_text("#tip")
     check(history_uid in tip, f"its span's details are read ({tip.splitlines()[0] if tip else 'nothing'})")
     page.screenshot(path=f"{shots}/serve-history.png", full_page=True)
