@@ -207,57 +207,42 @@ pub fn window(
             }
         }
     };
-    let mut statement = conn
-        .prepare(
-            "SELECT uid, offset, size, state, kind, provenance, label FROM allocations
-             WHERE snapshot_id = ?1 AND memory_id = ?2 AND offset < ?4 AND offset + size > ?3
-             ORDER BY offset",
-        )
-        .map_err(query_error)?;
-    let mut rows = statement
-        .query(params![snapshot_id, memory_id, low, high])
-        .map_err(query_error)?;
-    while let Some(row) = rows.next().map_err(query_error)? {
-        let allocation = WindowAllocation {
-            uid: row.get(0).map_err(query_error)?,
-            offset: to_u64(row.get(1).map_err(query_error)?),
-            size: to_u64(row.get(2).map_err(query_error)?),
-            state: row.get(3).map_err(query_error)?,
-            kind: row.get(4).map_err(query_error)?,
-            provenance: row.get(5).map_err(query_error)?,
-            label: row.get(6).map_err(query_error)?,
-        };
-        window.allocation_count += 1;
-        let slot = ["valid", "collectable", "pending_free", "pending_alloc"]
-            .iter()
-            .position(|state| *state == allocation.state)
-            .unwrap_or(0);
-        spread(allocation.offset, allocation.size, slot);
-        if window.allocations.len() <= bins {
-            window.allocations.push(allocation);
-        }
-    }
-    let mut statement = conn
-        .prepare(
-            "SELECT offset, size FROM holes
-             WHERE snapshot_id = ?1 AND memory_id = ?2 AND offset < ?4 AND offset + size > ?3
-             ORDER BY offset",
-        )
-        .map_err(query_error)?;
-    let mut rows = statement
-        .query(params![snapshot_id, memory_id, low, high])
-        .map_err(query_error)?;
-    while let Some(row) = rows.next().map_err(query_error)? {
-        let (offset, size) = (
-            to_u64(row.get(0).map_err(query_error)?),
-            to_u64(row.get(1).map_err(query_error)?),
-        );
+    let range = params![snapshot_id, memory_id, low, high];
+    each_in_range(
+        conn,
+        "SELECT uid, offset, size, state, kind, provenance, label FROM allocations",
+        range,
+        &mut |row| {
+            let allocation = WindowAllocation {
+                uid: row.get(0)?,
+                offset: to_u64(row.get(1)?),
+                size: to_u64(row.get(2)?),
+                state: row.get(3)?,
+                kind: row.get(4)?,
+                provenance: row.get(5)?,
+                label: row.get(6)?,
+            };
+            window.allocation_count += 1;
+            let slot = ["valid", "collectable", "pending_free", "pending_alloc"]
+                .iter()
+                .position(|state| *state == allocation.state)
+                .unwrap_or(0);
+            spread(allocation.offset, allocation.size, slot);
+            if window.allocations.len() <= bins {
+                window.allocations.push(allocation);
+            }
+            Ok(())
+        },
+    )?;
+    each_in_range(conn, "SELECT offset, size FROM holes", range, &mut |row| {
+        let (offset, size) = (to_u64(row.get(0)?), to_u64(row.get(1)?));
         window.hole_count += 1;
         spread(offset, size, 4);
         if window.holes.len() <= bins {
             window.holes.push((offset, size));
         }
-    }
+        Ok(())
+    })?;
     if window.allocation_count + window.hole_count > bins as u64 {
         window.allocations.clear();
         window.holes.clear();
@@ -267,6 +252,26 @@ pub fn window(
         });
     }
     Ok(window)
+}
+
+/// Each row of `select` (from a per-snapshot view) of one memory at one snapshot that crosses
+/// `[low, high)`, in address order: `range` binds snapshot, memory, low and high.
+fn each_in_range(
+    conn: &Connection,
+    select: &str,
+    range: &[&dyn rusqlite::ToSql],
+    visit: &mut dyn FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<()>,
+) -> Result<()> {
+    let mut statement = conn
+        .prepare(&format!(
+            "{select} WHERE snapshot_id = ?1 AND memory_id = ?2 AND offset < ?4 AND offset + size > ?3 ORDER BY offset"
+        ))
+        .map_err(query_error)?;
+    let mut rows = statement.query(range).map_err(query_error)?;
+    while let Some(row) = rows.next().map_err(query_error)? {
+        visit(row).map_err(query_error)?;
+    }
+    Ok(())
 }
 
 fn clamp_i64(value: u64) -> i64 {

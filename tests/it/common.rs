@@ -229,3 +229,25 @@ pub fn simulated_db(dir: &Path, config: &memstate::sim::Config) -> PathBuf {
     import(&db, &[&folder], 0);
     db
 }
+
+/// Every `-- @TAG ...` declaration line of the canned queries (queries/ and queries/portable/):
+/// the file, the line, and the words after the tag.
+pub fn query_declarations(tag: &str) -> Vec<(PathBuf, String, Vec<String>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
+    let mut found = Vec::new();
+    for folder in [root.clone(), root.join("portable")] {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|ext| ext != "sql") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                if let Some(rest) = line.trim_start_matches("--").trim().strip_prefix(tag) {
+                    let words = rest.split_whitespace().map(str::to_string).collect();
+                    found.push((path.clone(), line.to_string(), words));
+                }
+            }
+        }
+    }
+    found
+}

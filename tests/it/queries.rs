@@ -551,28 +551,15 @@ fn latest_given_a_memory_is_the_latest_snapshot_of_its_node() {
 /// unknown word for text.
 #[test]
 fn every_parameter_kind_is_known() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
-    let mut declared = 0;
-    for folder in [root.clone(), root.join("portable")] {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|ext| ext != "sql") {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let Some(rest) = line.trim_start_matches("--").trim().strip_prefix("@param") else {
-                    continue;
-                };
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                assert!(
-                    words.len() >= 2 && ParamKind::parse(words[1]).is_some(),
-                    "{}: {line:?} declares no known kind",
-                    path.display()
-                );
-                declared += 1;
-            }
-        }
+    let declared = crate::common::query_declarations("@param");
+    for (path, line, words) in &declared {
+        assert!(
+            words.len() >= 2 && ParamKind::parse(&words[1]).is_some(),
+            "{}: {line:?} declares no known kind",
+            path.display()
+        );
     }
+    let declared = declared.len();
     assert!(declared >= 20, "only {declared} @param lines found");
 }
 

@@ -56,29 +56,15 @@ fn every_view_column_declares_a_known_unit_one_per_column_or_one_for_all() {
 
 #[test]
 fn every_canned_query_column_declares_a_known_unit() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("queries");
-    let mut declared = 0;
-    for folder in [root.clone(), root.join("portable")] {
-        for entry in std::fs::read_dir(&folder).unwrap() {
-            let path = entry.unwrap().path();
-            if path.extension().is_none_or(|ext| ext != "sql") {
-                continue;
-            }
-            for line in std::fs::read_to_string(&path).unwrap().lines() {
-                let Some(rest) = line.trim_start_matches("--").trim().strip_prefix("@column")
-                else {
-                    continue;
-                };
-                let words: Vec<&str> = rest.split_whitespace().collect();
-                assert!(
-                    words.len() >= 2 && Unit::named(words[1]).is_some(),
-                    "{}: {line:?} declares no known unit",
-                    path.display()
-                );
-                declared += 1;
-            }
-        }
+    let declared = crate::common::query_declarations("@column");
+    for (path, line, words) in &declared {
+        assert!(
+            words.len() >= 2 && Unit::named(&words[1]).is_some(),
+            "{}: {line:?} declares no known unit",
+            path.display()
+        );
     }
+    let declared = declared.len();
     assert!(declared >= 60, "only {declared} @column lines found");
 }
 
