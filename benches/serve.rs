@@ -223,6 +223,7 @@ fn main() {
         ("one memory's trend (every snapshot)", "/api/trend?memory=2".to_string()),
         ("window, whole memory in 1,000 bins", format!("/api/window?snapshot={middle}&memory=2&bins=1000")),
         ("window, zoomed to 64 KiB", format!("/api/window?snapshot={middle}&memory=2&from=1048576&to=1114112&bins=1000")),
+        ("history spans, zoomed to 64 KiB", format!("/api/spans?snapshot={middle}&memory=2&from=1048576&to=1114112")),
         ("stories of a snapshot", format!("/api/stories?snapshot={middle}")),
         ("canned query largest-holes", format!("/api/query/largest-holes?snapshot_id={middle}&memory_id=2")),
         ("SQL box, one snapshot's count", format!("/api/sql?q=SELECT%20count(*)%20FROM%20allocations%20WHERE%20snapshot_id%20%3D%20{middle}")),
