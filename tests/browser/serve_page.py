@@ -9,6 +9,7 @@ uid) and one in its history (offset, uid), and a folder for the screenshots. Pri
 import subprocess
 import sys
 import time
+from urllib.parse import unquote
 
 from playwright.sync_api import sync_playwright
 
@@ -107,6 +108,22 @@ with sync_playwright() as playwright:
     tip = frame.inner_text("#tip")
     check(uid in tip and "provenance" in tip, f"its details are read ({tip.splitlines()[0] if tip else 'nothing'})")
     page.screenshot(path=f"{shots}/serve-zoomed.png", full_page=True)
+
+    # The app's address now holds the map's view: opened elsewhere, it shows the same range.
+    page.wait_for_timeout(800)
+    shared = page.url
+    check("range=" in shared, f"the address holds the map's range ({shared.split('#')[-1]})")
+    other = browser.new_page(viewport={"width": 1300, "height": 1000})
+    other.goto(shared)
+    other.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
+    other.wait_for_timeout(300)
+    again = next(f for f in other.frames if "/map?" in f.url)
+    again.wait_for_function("document.body.dataset.drawn === '1'", timeout=10000)
+    low, high = (float(n) for n in again.evaluate("document.body.dataset.view").split(":"))
+    named = [float(n) for n in unquote(shared.split("range=")[1].split("&")[0]).split(":")]
+    check(abs(low - named[0]) <= 2 and abs(high - named[1]) <= 2 and low <= center <= high,
+          f"the shared link opens the map on the allocation, at the range it names ([{low:.0f}, {high:.0f}))")
+    other.close()
 
     # The same in the history below it (address down, time across), at another allocation (the
     # history keeps other spans whole than the map keeps allocations): zoomed to its addresses,
