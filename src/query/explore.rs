@@ -37,7 +37,7 @@ pub fn failures_since(conn: &Connection, since: i64) -> Result<Table> {
 }
 
 /// One snapshot's memories with their figures, most fragmented first (then by id), `limit` of
-/// them from `offset`; and how many the snapshot holds.
+/// them from `offset`; and how many the snapshot holds (a snapshot id a selector resolved).
 pub fn memories_at(
     conn: &Connection,
     snapshot_id: i64,
@@ -51,9 +51,6 @@ pub fn memories_at(
             |row| row.get(0),
         )
         .map_err(query_error)?;
-    if total == 0 {
-        super::select::snapshot_name(conn, snapshot_id)?;
-    }
     let table = collect(
         conn,
         "SELECT st.memory_id, m.node, m.handle, m.kind, m.name, st.capacity, st.used_bytes,

@@ -72,7 +72,7 @@ impl Answer {
         let status = match error {
             Error::Usage(_) => 400,
             Error::NotFound(_) => 404,
-            Error::Query { message, .. } if message.contains("interrupted") => {
+            Error::Query { .. } if stopped_at_time_limit(error) => {
                 return Answer::error(
                     408,
                     "the statement ran past its time limit and was stopped (narrow it: one snapshot, one memory)",
@@ -104,6 +104,15 @@ impl Answer {
         }
         response
     }
+}
+
+/// Whether SQLite stopped the statement behind `error` (the worker's time limit; see
+/// `Database::stop_statements_when`), told by the SQLite error the query error keeps.
+fn stopped_at_time_limit(error: &Error) -> bool {
+    std::error::Error::source(error)
+        .and_then(|source| source.downcast_ref::<rusqlite::Error>())
+        .and_then(rusqlite::Error::sqlite_error_code)
+        == Some(rusqlite::ErrorCode::OperationInterrupted)
 }
 
 /// A request's query parameters, decoded.

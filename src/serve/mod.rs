@@ -100,15 +100,16 @@ pub fn new_token() -> Result<String> {
     Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
 }
 
-/// Open the database, bind, and start the workers. The database is checked once here (a file
-/// that is no memstate database is refused before anything listens).
+/// Open the workers' connections, bind, and start the workers: a file that is no memstate
+/// database is refused before anything listens.
 pub fn start(db_path: &Path, options: Options) -> Result<Running> {
     let mut options = options;
     if !options.bind.is_loopback() && options.token.is_none() {
         options.token = Some(new_token()?);
     }
-    // Refuse what cannot be served before listening.
-    drop(open(db_path, &options)?);
+    let connections = (0..options.workers.max(1))
+        .map(|_| open(db_path))
+        .collect::<Result<Vec<_>>>()?;
     let address = SocketAddr::new(options.bind, options.port);
     let server = tiny_http::Server::http(address)
         .map_err(|error| Error::Usage(format!("cannot listen on {address}: {error}")))?;
@@ -120,8 +121,7 @@ pub fn start(db_path: &Path, options: Options) -> Result<Running> {
     let stop = Arc::new(AtomicBool::new(false));
     let guard = Arc::new(Guard::new(address, options.token.clone()));
     let mut workers = Vec::new();
-    for _ in 0..options.workers.max(1) {
-        let database = open(db_path, &options)?;
+    for database in connections {
         let server = Arc::clone(&server);
         let stop = Arc::clone(&stop);
         let guard = Arc::clone(&guard);
@@ -162,7 +162,7 @@ impl Connection {
     }
 }
 
-fn open(db_path: &Path, _options: &Options) -> Result<Connection> {
+fn open(db_path: &Path) -> Result<Connection> {
     let mut database = db::open_read_only(db_path)?;
     let deadline: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
     let watched = Arc::clone(&deadline);
