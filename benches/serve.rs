@@ -8,7 +8,8 @@
 //! the same target, though they are not API answers. Requests go over loopback from this process, as a browser's would.
 //!
 //! Knobs: `MEMSTATE_BENCH_SMALL=1` (a tenth of every size), `MEMSTATE_BENCH_REQUESTS` (per
-//! endpoint, 50).
+//! endpoint, 50), `MEMSTATE_BENCH_KEEP=DIR` (keep the databases there, and reuse them when there:
+//! for profiling one endpoint again without building 10 million rows again).
 
 mod common;
 
@@ -191,20 +192,27 @@ fn main() {
         .ok()
         .and_then(|value| value.parse().ok())
         .unwrap_or(50usize);
-    let work = tempfile::tempdir().expect("bench: temp dir");
+    let temporary = tempfile::tempdir().expect("bench: temp dir");
+    let kept = std::env::var_os("MEMSTATE_BENCH_KEEP").map(std::path::PathBuf::from);
+    let work = kept.as_deref().unwrap_or(temporary.path());
+    std::fs::create_dir_all(work).expect("bench: work dir");
 
     // (b) 1,000 snapshots, 10 million allocation rows.
-    let folder = work.path().join("b");
+    let folder = work.join("b");
     let dumps = scale(1000);
-    let started = Instant::now();
-    let rows = generate_steady(&folder, "long", dumps, 2500, 0.02);
-    let db = work.path().join("b.db");
-    import(&db, &folder);
-    std::fs::remove_dir_all(&folder).ok();
-    println!(
-        "(b) long run: {dumps} dumps x 4 memories, {rows} allocation rows (built in {:.0} s)",
-        started.elapsed().as_secs_f64()
-    );
+    let db = work.join("b.db");
+    if kept.is_some() && db.exists() {
+        println!("(b) long run: reusing {}", db.display());
+    } else {
+        let started = Instant::now();
+        let rows = generate_steady(&folder, "long", dumps, 2500, 0.02);
+        import(&db, &folder);
+        std::fs::remove_dir_all(&folder).ok();
+        println!(
+            "(b) long run: {dumps} dumps x 4 memories, {rows} allocation rows (built in {:.0} s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
     let (server, startup) = start(&db);
     report(
         "serve: start to URL",
@@ -224,6 +232,7 @@ fn main() {
         ("window, whole memory in 1,000 bins", format!("/api/window?snapshot={middle}&memory=2&bins=1000")),
         ("window, zoomed to 64 KiB", format!("/api/window?snapshot={middle}&memory=2&from=1048576&to=1114112&bins=1000")),
         ("history spans, zoomed to 64 KiB", format!("/api/spans?snapshot={middle}&memory=2&from=1048576&to=1114112")),
+        ("history spans, 4 MiB over a tenth of the run", format!("/api/spans?snapshot={middle}&memory=2&from=0&to=4194304&since={}&until={}", dumps * 4 / 10, dumps / 2)),
         ("stories of a snapshot", format!("/api/stories?snapshot={middle}")),
         ("canned query largest-holes", format!("/api/query/largest-holes?snapshot_id={middle}&memory_id=2")),
         ("SQL box, one snapshot's count", format!("/api/sql?q=SELECT%20count(*)%20FROM%20allocations%20WHERE%20snapshot_id%20%3D%20{middle}")),
@@ -242,11 +251,13 @@ fn main() {
     drop(server);
 
     // (w) one node with 40,000 memories.
-    let wide = work.path().join("wide.json");
+    let wide = work.join("wide.json");
     let memories = scale(40_000);
-    wide_dump(&wide, memories);
-    let db = work.path().join("w.db");
-    import(&db, &wide);
+    let db = work.join("w.db");
+    if !(kept.is_some() && db.exists()) {
+        wide_dump(&wide, memories);
+        import(&db, &wide);
+    }
     println!("(w) wide node: {memories} memories x 10 allocations");
     let (server, startup) = start(&db);
     report(

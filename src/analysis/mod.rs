@@ -649,8 +649,11 @@ pub struct HistorySummary {
     pub detail: (u64, u64),
     /// The time bins' edges in seconds (one more than there are bins).
     pub time_edges: Vec<f64>,
-    /// How many address bins split the capacity.
+    /// How many address bins split `[0, extent)`.
     pub address_bins: usize,
+    /// The bytes the address bins cover: up to the highest byte any span reaches (a run that
+    /// uses 50 MiB of a 1 TiB memory is binned in those 50 MiB, not in 2.7 GB bins).
+    pub extent: u64,
     /// (time bin, address bin, state code, share of the cell allocated in percent 1-100).
     pub cells: Vec<(u16, u16, u8, u8)>,
 }

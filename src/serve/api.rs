@@ -9,11 +9,12 @@
 //! | `/api/memories?snapshot=S&limit=N&offset=K` | one snapshot's memories with their figures, most fragmented first, a page at a time |
 //! | `/api/trend?memory=M` | one memory's figures across its snapshots |
 //! | `/api/window?snapshot=S&memory=M&from=A&to=B&bins=W` | what lies in `[A, B)`: each allocation and hole when at most W, else W bins |
-//! | `/api/spans?snapshot=S&memory=M&from=A&to=B&limit=N` | the memory's allocation spans over its run that cross `[A, B)`: each when at most N, else how many |
+//! | `/api/spans?snapshot=S&memory=M&from=A&to=B&since=T0&until=T1&limit=N` | the memory's allocation spans that cross `[A, B)` (in the time window `[T0, T1)` seconds, when given): each when at most N, else how many |
 //! | `/api/stories?snapshot=S` | the OOM story of each failed request of a snapshot, as `oom` tells it |
 //! | `/api/queries` | the canned queries with their parameters |
 //! | `/api/query/NAME?KEY=VALUE...` | a canned query's answer |
 //! | `/api/sql?q=SQL` | one read-only statement's first rows |
+//! | `/api/limits` | each statement's time limit and the rows an answer holds |
 //! | `/map?snapshot=S&memory=M` | the memory map page (as `map --html` draws it) |
 //! | `/story?snapshot=S` | the failure page (as `oom --html` draws it) |
 
@@ -157,6 +158,19 @@ impl Params {
         }
     }
 
+    /// A time in seconds (a finite number), `None` when absent.
+    fn seconds(&self, key: &str) -> Result<Option<f64>, Error> {
+        match self.get(key) {
+            None | Some("") => Ok(None),
+            Some(text) => match text.parse::<f64>() {
+                Ok(value) if value.is_finite() => Ok(Some(value)),
+                _ => Err(Error::Usage(format!(
+                    "parameter {key}={text:?}: expected a time in seconds"
+                ))),
+            },
+        }
+    }
+
     /// An integer id parameter (a snapshot or memory id), within SQLite's integers.
     fn id(&self, key: &str) -> Result<i64, Error> {
         let number = self.number(key, None)?;
@@ -209,6 +223,10 @@ pub fn route(path: &str, params: &Params, connection: &Connection, options: &Opt
             serde_json::to_string(&canned::all()).unwrap_or_else(|_| "[]".to_string()),
         )),
         "/api/sql" => sql(conn, params, options),
+        "/api/limits" => Ok(Answer::json(
+            json!({"time_limit_s": options.time_limit.as_secs_f64(), "row_limit": options.row_limit})
+                .to_string(),
+        )),
         "/map" => map_page(conn, params),
         "/story" => story_page(conn, params),
         _ => match path.strip_prefix("/api/query/") {
@@ -269,7 +287,19 @@ fn spans(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Error> 
         )));
     }
     let limit = params.number("limit", Some(8000))?.clamp(1, 20_000);
-    let window = crate::query::history::spans_in(conn, memory, from, to, limit)?;
+    let times = match (params.seconds("since")?, params.seconds("until")?) {
+        (None, None) => None,
+        (since, until) => {
+            let (since, until) = (since.unwrap_or(f64::MIN), until.unwrap_or(f64::MAX));
+            if until <= since {
+                return Err(Error::Usage(format!(
+                    "the time window [{since}, {until}) is empty: give since < until"
+                )));
+            }
+            Some((since, until))
+        }
+    };
+    let window = crate::query::history::spans_in(conn, memory, (from, to), times, limit)?;
     let spans = window.spans.map(|spans| {
         spans
             .iter()
@@ -285,8 +315,9 @@ fn spans(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Error> 
             .collect::<Vec<_>>()
     });
     Ok(Answer::json(
-        json!({"memory_id": memory, "from": window.from, "to": window.to, "total": window.total, "spans": spans})
-            .to_string(),
+        json!({"memory_id": memory, "from": window.from, "to": window.to, "since": window.since_s,
+               "until": window.until_s, "total": window.total, "spans": spans})
+        .to_string(),
     ))
 }
 
@@ -383,9 +414,10 @@ fn story_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Er
     Ok(Answer::html(parts.render_as(&title, Some(SERVED))))
 }
 
-/// The most history spans a served page keeps whole; it asks `/api/spans` for those of the
-/// addresses it zooms to.
-const SERVED_SPANS: u64 = 8000;
+/// The most history spans a served page keeps whole (a few times what a history's pixels
+/// show); it asks `/api/spans` for those of the addresses and times it zooms to. 8,000 made the
+/// map page of a 37,000-span memory 101 ms (median, benches/serve.rs); 4,000, about 55 ms.
+const SERVED_SPANS: u64 = 4000;
 
 /// How the pages are served: a few thousand allocations held (a few times what a screen shows),
 /// the rest asked of the window endpoint as the view narrows.

@@ -358,6 +358,7 @@ fn history_json(history: &History, strings: &mut Strings) -> Value {
             "detail": [summary.detail.0, summary.detail.1],
             "times": summary.time_edges,
             "bins": summary.address_bins,
+            "extent": summary.extent,
             "c": cells,
         })
     });

@@ -160,5 +160,36 @@ with sync_playwright() as playwright:
     tip = frame.inner_text("#tip")
     check(history_uid in tip, f"its span's details are read ({tip.splitlines()[0] if tip else 'nothing'})")
     page.screenshot(path=f"{shots}/serve-history.png", full_page=True)
+
+    # The history's time-window picker: the middle fifth of the run. The app's address names the
+    # window, and the link opens the history on it.
+    first, last = frame.evaluate("historyExtent(history())")[:2]
+    since, until = first + (last - first) * 0.4, first + (last - first) * 0.6
+    frame.fill("#hSince", f"{since:.6f}")
+    frame.fill("#hUntil", f"{until:.6f}")
+    frame.click("#hApply")
+    view = frame.evaluate("hView")
+    check(abs(view[0] - since) < 1e-3 and abs(view[1] - until) < 1e-3, f"the history shows the time window ({view[0]:.3f} to {view[1]:.3f} s)")
+    page.wait_for_timeout(800)
+    shared = page.url
+    check("window=" in shared, f"the address holds the time window ({shared.split('#')[-1]})")
+    other = browser.new_page(viewport={"width": 1300, "height": 1000})
+    other.goto(shared)
+    other.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
+    other.wait_for_timeout(300)
+    again = next(f for f in other.frames if "/map?" in f.url)
+    again.wait_for_function("document.body.dataset.drawn === '1' && document.body.dataset.historyView !== undefined", timeout=10000)
+    shown = [float(n) for n in again.evaluate("document.body.dataset.historyView").split(":")]
+    check(abs(shown[0] - since) < 1e-3 and abs(shown[1] - until) < 1e-3, f"the shared link opens the history on the window ({shown[0]:.3f} to {shown[1]:.3f} s)")
+    other.close()
+
+    # The overview draws a mark per stretch of time, never more than there are snapshots, and a
+    # node's name shows that node alone, named in the address.
+    marks = int(page.evaluate("document.body.dataset.overviewMarks"))
+    total = int(page.evaluate("document.body.dataset.snapshots"))
+    check(0 < marks <= total, f"the overview draws {marks} marks for {total} snapshots")
+    page.locator("a.nodeName").first.click()
+    page.wait_for_timeout(200)
+    check("node=" in page.url and page.locator("#nodes .node").count() == 1, f"a node's name shows it alone ({page.url.split('#')[-1]})")
     check(not errors, f"no script error ({errors[:1]})")
     browser.close()

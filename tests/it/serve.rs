@@ -372,6 +372,54 @@ fn a_window_holds_what_lies_in_its_range() {
         .unwrap()
         .iter()
         .any(|span| span["uid"] == uid.as_str()));
+    // A time window: the spans whose drawn extent (first snapshot's time to the next snapshot's
+    // after the last) meets [since, until), counted from the view by a second method.
+    let (since, until): (f64, f64) = {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            &format!(
+                "WITH t AS (SELECT s.time_s, row_number() OVER (ORDER BY s.seq) AS k
+                            FROM snapshots s JOIN memories m ON m.run = s.run AND m.node = s.node
+                            WHERE m.memory_id = {memory})
+                 SELECT (SELECT time_s FROM t WHERE k = 3) + 1e-6, (SELECT time_s FROM t WHERE k = 6)"
+            ),
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap()
+    };
+    let in_time: i64 = scalar(
+        &db,
+        &format!(
+            "SELECT count(*) FROM allocation_spans s
+             WHERE s.memory_id = {memory} AND s.first_time_ns / 1e9 < {until}
+               AND coalesce((SELECT min(n.time_ns) FROM snapshots n
+                             WHERE n.run = s.run AND n.node = s.node AND n.seq > s.last_seq) / 1e9,
+                            1e300) > {since}"
+        ),
+    );
+    let windowed = get(
+        served.port,
+        &format!("/api/spans?snapshot={snapshot}&memory={memory}&since={since}&until={until}&limit=20000"),
+    )
+    .json();
+    assert_eq!(windowed["total"].as_i64().unwrap(), in_time);
+    assert!(
+        in_time > 0 && in_time < spans_total,
+        "{in_time} of {spans_total}"
+    );
+    for span in windowed["spans"].as_array().unwrap() {
+        let (from_s, to_s) = (
+            span["from_s"].as_f64().unwrap(),
+            span["to_s"].as_f64().unwrap(),
+        );
+        assert!(from_s < until && to_s > since, "{span}");
+    }
+    let backwards = get(
+        served.port,
+        &format!("/api/spans?snapshot={snapshot}&memory={memory}&since=5&until=1"),
+    );
+    assert_eq!(backwards.status, 400, "{}", backwards.body);
     let allocations = inside["allocations"].as_array().unwrap();
     assert_eq!(allocations.len(), 1);
     assert_eq!(allocations[0]["uid"], uid.as_str());
@@ -382,10 +430,22 @@ fn a_window_holds_what_lies_in_its_range() {
 fn bad_requests_are_refused_with_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let db = run_db(dir.path());
-    let served = serve(&db, &["--time-limit", "1"]);
+    let served = serve(&db, &["--time-limit", "1", "--row-limit", "7"]);
     let port = served.port;
     let status = |path: &str| get(port, path).status;
+    // The limits the page says before anything is run are those the server was given.
+    let limits = get(port, "/api/limits").json();
+    assert_eq!(limits["time_limit_s"].as_f64(), Some(1.0), "{limits}");
+    assert_eq!(limits["row_limit"].as_u64(), Some(7), "{limits}");
+    let capped = get(
+        port,
+        &format!("/api/sql?q={}", encode("SELECT snapshot_id FROM snapshots")),
+    )
+    .json();
+    assert_eq!(capped["table"]["rows"].as_array().unwrap().len(), 7);
+    assert_eq!(capped["more"], true);
     assert_eq!(status("/no/such/page"), 404);
+    assert_eq!(status("/api/spans?snapshot=1&memory=1&since=x"), 400);
     assert_eq!(status("/api/memories?snapshot=9999"), 404);
     assert_eq!(status("/api/memories?snapshot=a:b"), 400);
     assert_eq!(status("/api/memories"), 400);

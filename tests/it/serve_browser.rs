@@ -97,7 +97,16 @@ fn the_page_follows_a_run_and_zooms_to_one_allocation() {
         "{said}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(said.contains("ok: its details are read"), "{said}");
+    for step in [
+        "ok: its details are read",
+        "ok: the shared link opens the history on the window",
+        "ok: a node's name shows it alone",
+    ] {
+        assert!(said.contains(step), "{step}: {said}");
+    }
+    if std::env::var_os("MEMSTATE_SHOTS").is_some() {
+        println!("{said}");
+    }
 }
 
 const BIG_START: u64 = 1 << 20;

@@ -410,12 +410,12 @@ fn a_page_summarizes_what_it_cannot_draw_one_by_one() {
     assert!(whole <= 100_000 && whole > 0, "{whole}");
     let cells = grid["c"].as_array().unwrap();
     assert_eq!(cells.len() / 4, 400, "one time bin, 400 address bins");
+    // The bins cover up to the last allocation's end, (count - 1) * 8192 + 4096: each about half
+    // full (a bin's edges cut at most one 4 KiB allocation of its 400th part of 1.2 GiB).
+    assert_eq!(grid["extent"], (count - 1) * 8192 + 4096);
     for cell in cells.chunks(4) {
-        assert_eq!(
-            (cell[2].as_u64(), cell[3].as_u64()),
-            (Some(0), Some(50)),
-            "{cell:?}"
-        );
+        assert_eq!(cell[2].as_u64(), Some(0), "{cell:?}");
+        assert!(matches!(cell[3].as_u64(), Some(50 | 51)), "{cell:?}");
     }
     // It still opens on the failure.
     assert_eq!(data["marked"][0]["failed"], true);
