@@ -72,18 +72,23 @@ struct Strings {
 }
 
 impl Strings {
-    fn id(&mut self, text: Option<&str>) -> Value {
+    /// The id of a text in the page's strings (-1 for none).
+    fn index(&mut self, text: Option<&str>) -> i64 {
         match text {
-            None => json!(-1),
+            None => -1,
             Some(text) => {
                 let next = self.table.len();
                 let id = *self.index.entry(text.to_string()).or_insert(next);
                 if id == next {
                     self.table.push(text.to_string());
                 }
-                json!(id)
+                i64::try_from(id).unwrap_or(i64::MAX)
             }
         }
+    }
+
+    fn id(&mut self, text: Option<&str>) -> Value {
+        json!(self.index(text))
     }
 }
 
@@ -323,56 +328,134 @@ fn frame_json(frame: &Frame, caps: &[usize], marked: &[Marked], strings: &mut St
     json!({"snapshot": frame.snapshot_id, "label": frame.label, "time": frame.layouts.first().map(|layout| layout.time_ns as f64 / 1e9), "memories": memories})
 }
 
-fn history_json(history: &History, strings: &mut Strings) -> Value {
-    let mut flat = Vec::with_capacity(history.spans.len() * 12);
-    for span in &history.spans {
-        flat.push(json!(span.from_s));
-        flat.push(json!(span.to_s));
-        flat.push(json!(span.offset));
-        flat.push(json!(span.size));
-        flat.push(json!(span.state.code()));
-        flat.push(strings.id(Some(&span.kind)));
-        flat.push(strings.id(span.provenance.as_deref()));
-        flat.push(strings.id(span.label.as_deref()));
-        flat.push(json!(short_uid(&span.uid)));
-        flat.push(strings.id(span.objects.as_deref()));
-        flat.push(json!(span.first_snapshot_id));
-        flat.push(json!(span.last_snapshot_id));
+/// A history as the page holds it. Typed, not a `Value`: a summarized history has up to 240,000
+/// cells and 100,000 spans, and a `Value` per number made the served map page 150 ms of JSON.
+#[derive(serde::Serialize)]
+struct HistoryData {
+    key: String,
+    label: String,
+    capacity: u64,
+    /// (snapshot id, time in seconds, whether an OOM dump).
+    snapshots: Vec<(i64, f64, bool)>,
+    /// Twelve numbers a span: from, to, offset, size, state, kind, provenance, label, uid,
+    /// objects, first snapshot, last snapshot (texts as ids into the page's strings).
+    s: FlatSpans,
+    g: Option<GridData>,
+}
+
+/// The spans of a history, flattened as the page reads them.
+struct FlatSpans(Vec<FlatSpan>);
+
+/// One span as the page reads it: its numbers, and its texts as ids into the page's strings.
+struct FlatSpan {
+    from_s: f64,
+    to_s: f64,
+    offset: u64,
+    size: u64,
+    state: i64,
+    kind: i64,
+    provenance: i64,
+    label: i64,
+    uid: String,
+    objects: i64,
+    first_snapshot_id: i64,
+    last_snapshot_id: i64,
+}
+
+impl serde::Serialize for FlatSpans {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.0.len() * 12))?;
+        for span in &self.0 {
+            seq.serialize_element(&span.from_s)?;
+            seq.serialize_element(&span.to_s)?;
+            seq.serialize_element(&span.offset)?;
+            seq.serialize_element(&span.size)?;
+            seq.serialize_element(&span.state)?;
+            seq.serialize_element(&span.kind)?;
+            seq.serialize_element(&span.provenance)?;
+            seq.serialize_element(&span.label)?;
+            seq.serialize_element(&span.uid)?;
+            seq.serialize_element(&span.objects)?;
+            seq.serialize_element(&span.first_snapshot_id)?;
+            seq.serialize_element(&span.last_snapshot_id)?;
+        }
+        seq.end()
     }
-    let snapshots: Vec<Value> = history
-        .snapshots
+}
+
+/// A summarized history's grid, and where its spans are whole.
+#[derive(serde::Serialize)]
+struct GridData {
+    total: u64,
+    detail: [u64; 2],
+    times: Vec<f64>,
+    bins: usize,
+    extent: u64,
+    /// Four numbers a cell: time bin, address bin, state, share allocated in percent.
+    c: Vec<u16>,
+}
+
+fn history_json(history: &History, strings: &mut Strings) -> HistoryData {
+    let spans = history
+        .spans
         .iter()
-        .map(|(id, time, oom)| json!([id, time, oom]))
+        .map(|span| FlatSpan {
+            from_s: span.from_s,
+            to_s: span.to_s,
+            offset: span.offset,
+            size: span.size,
+            state: span.state.code(),
+            kind: strings.index(Some(&span.kind)),
+            provenance: strings.index(span.provenance.as_deref()),
+            label: strings.index(span.label.as_deref()),
+            uid: short_uid(&span.uid),
+            objects: strings.index(span.objects.as_deref()),
+            first_snapshot_id: span.first_snapshot_id,
+            last_snapshot_id: span.last_snapshot_id,
+        })
         .collect();
-    // A summarized history: the grid, and where its spans are whole.
-    let grid = history.summary.as_ref().map(|summary| {
-        let cells: Vec<u16> = summary
+    let grid = history.summary.as_ref().map(|summary| GridData {
+        total: summary.total_spans,
+        detail: [summary.detail.0, summary.detail.1],
+        times: summary.time_edges.clone(),
+        bins: summary.address_bins,
+        extent: summary.extent,
+        c: summary
             .cells
             .iter()
             .flat_map(|&(time, address, state, share)| {
                 [time, address, u16::from(state), u16::from(share)]
             })
-            .collect();
-        json!({
-            "total": summary.total_spans,
-            "detail": [summary.detail.0, summary.detail.1],
-            "times": summary.time_edges,
-            "bins": summary.address_bins,
-            "extent": summary.extent,
-            "c": cells,
-        })
+            .collect(),
     });
-    json!({
-        "key": memory_key(&history.run, history.node, &history.handle),
-        "label": format!("node {} · {} · {}", history.node, history.handle, history.kind),
-        "capacity": history.capacity,
-        "snapshots": snapshots,
-        "s": flat,
-        "g": grid,
-    })
+    HistoryData {
+        key: memory_key(&history.run, history.node, &history.handle),
+        label: format!(
+            "node {} · {} · {}",
+            history.node, history.handle, history.kind
+        ),
+        capacity: history.capacity,
+        snapshots: history.snapshots.clone(),
+        s: FlatSpans(spans),
+        g: grid,
+    }
 }
 
 /// The page.
+/// What the page's script reads as `DATA`.
+#[derive(serde::Serialize)]
+struct PageData<'a> {
+    title: &'a str,
+    strings: &'a [String],
+    snapshots: Vec<Value>,
+    marked: Vec<Value>,
+    histories: Vec<HistoryData>,
+    focus: Option<Value>,
+    omitted: usize,
+    api: Option<&'a str>,
+}
+
 pub fn render(page: &Page) -> String {
     let mut strings = Strings {
         table: Vec::new(),
@@ -427,7 +510,7 @@ pub fn render(page: &Page) -> String {
         .zip(&caps)
         .map(|(frame, caps)| frame_json(frame, caps, page.marked, &mut strings))
         .collect();
-    let histories: Vec<Value> = page
+    let histories: Vec<HistoryData> = page
         .histories
         .iter()
         .map(|history| history_json(history, &mut strings))
@@ -452,10 +535,21 @@ pub fn render(page: &Page) -> String {
         .as_ref()
         .map(|(handle, snapshot)| json!({"handle": handle, "snapshot": snapshot}));
     let api = page.served.map(|served| served.window_api);
-    let data = json!({"title": page.title, "strings": strings.table, "snapshots": snapshots, "marked": marked, "histories": histories, "focus": focus, "omitted": omitted, "api": api});
+    let data = PageData {
+        title: page.title,
+        strings: &strings.table,
+        snapshots,
+        marked,
+        histories,
+        focus,
+        omitted,
+        api,
+    };
     // Inside a <script> element "</script" would close it and "<!--" would change how the rest is
     // parsed: no "<" of the data reaches the page as such (JSON reads \u003c as the same "<").
-    let embedded = data.to_string().replace('<', "\\u003c");
+    let embedded = serde_json::to_string(&data)
+        .unwrap_or_else(|_| "null".to_string())
+        .replace('<', "\\u003c");
     TEMPLATE
         .replacen("__MEMSTATE_DATA__", &embedded, 1)
         .replacen(
