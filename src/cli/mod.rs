@@ -94,6 +94,10 @@ pub enum Command {
     /// The figures of memories across all snapshots of a run.
     Trend(TrendArgs),
 
+    /// The memories whose largest hole is falling toward the requests they see, at each node's
+    /// latest snapshot: how many dumps are left before an out-of-memory error.
+    Forecast(ForecastArgs),
+
     /// Allocations that appeared, disappeared or changed (state, place, size) between two snapshots.
     Diff(DiffArgs),
 
@@ -494,6 +498,25 @@ pub struct TrendArgs {
     /// Only this run.
     #[arg(long)]
     pub run: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "How: from the last 8 dumps of each memory, the least-squares slope of its largest \
+hole per dump, and the largest request it saw (an allocation that appeared, or a failed request); \
+the dumps left are how many more at that slope before the largest hole falls below that request. \
+The view memory_forecast holds the same figures for every snapshot (docs/SCHEMA.md)."
+)]
+pub struct ForecastArgs {
+    /// Only this run.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// Warn about a memory when its largest hole is forecast to fall below its recent requests
+    /// within this many dumps.
+    #[arg(long, default_value_t = 5, value_name = "DUMPS")]
+    pub within: u32,
     #[command(flatten)]
     pub output: OutputArgs,
 }

@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use memstate::present::{Cell, Report, Table, Unit};
+use memstate::present::{Cell, Format, Report, Table, Unit};
 use memstate::query::listing::{self, AllocationFilter};
 use memstate::query::{load, select};
 use memstate::units::{counted, human, ratio, visible};
 use memstate::{db, Result};
 
 use super::Printer;
-use crate::cli::{AllocationsArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
+use crate::cli::{AllocationsArgs, ForecastArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
 
 /// A listing of one run (or all): the run checked, the table printed.
 fn run_listing(db_path: &Path, args: &RunArgs, listing: listing::RunListing) -> Result<u8> {
@@ -178,5 +178,42 @@ pub fn trend(db_path: &Path, args: &TrendArgs) -> Result<u8> {
         args.run.as_deref(),
     )?;
     Printer::new(&args.output).print(&Report::table(table))?;
+    Ok(0)
+}
+
+/// `forecast`: the memories warned about at each node's latest snapshot, or a line saying none is.
+pub fn forecast(db_path: &Path, args: &ForecastArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    if let Some(run) = &args.run {
+        select::check_run(database.connection(), run)?;
+    }
+    let table = listing::forecast_table(database.connection(), args.run.as_deref(), args.within)?;
+    let mut report = Report::table(table);
+    report.empty = Some(format!(
+        "No memory's largest hole is forecast to fall below its recent requests within {} dumps, at each node's latest snapshot.",
+        args.within
+    ));
+    Printer::new(&args.output).print(&report)?;
+    if report.table.rows.is_empty() || args.output.format != Format::Table {
+        return Ok(0);
+    }
+    // The map of the soonest, as a command to paste.
+    let cell = |name: &str| {
+        let index = report
+            .table
+            .columns
+            .iter()
+            .position(|column| column == name)?;
+        match report.table.rows.first()?.get(index)? {
+            Cell::Integer(value) => Some(value.to_string()),
+            Cell::Text(text) => Some(text.clone()),
+            _ => None,
+        }
+    };
+    if let (Some(snapshot), Some(handle)) = (cell("snapshot_id"), cell("handle")) {
+        super::say(&[format!(
+            "The map of the first: memstate map --html map.html --snapshot {snapshot} --memory {handle}"
+        )])?;
+    }
     Ok(0)
 }

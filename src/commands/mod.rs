@@ -59,6 +59,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Holes(args) => listing::holes(&db, &args),
         Command::Allocations(args) => listing::allocations(&db, &args),
         Command::Trend(args) => listing::trend(&db, &args),
+        Command::Forecast(args) => listing::forecast(&db, &args),
         Command::Diff(args) => diff::run(&db, &args),
         Command::Oom(args) => oom::run(&db, &args),
         Command::Blockers(args) => blockers::run(&db, &args),

@@ -14,6 +14,7 @@ mod figures;
 mod folders;
 mod follow;
 mod follow_growing;
+mod forecast;
 mod fuzz;
 mod hardening;
 mod hardening_access;
