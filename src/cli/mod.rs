@@ -256,6 +256,11 @@ pub struct ImportArgs {
     #[arg(long, requires = "follow")]
     pub poll: bool,
 
+    /// With --follow: warn when a memory's largest hole is forecast to fall below its recent
+    /// requests within this many dumps (as `memstate forecast` says it); 0 warns of nothing.
+    #[arg(long, value_name = "DUMPS", default_value_t = 5, requires = "follow")]
+    pub forecast_within: u64,
+
     /// Import into one database per run and node under this folder (RUN-nNODE.db), not into the
     /// database of --db: a cluster's run is split across files that can be imported, queried
     /// and exported apart. Each dump lands as in a plain import (atomically, the same one again unchanged), so

@@ -190,6 +190,7 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
         interval: args.interval,
         settle: args.settle,
         events: !args.poll,
+        forecast_within: (args.forecast_within > 0).then_some(args.forecast_within),
     };
     let summary = memstate::import::follow::follow(
         &mut database,
@@ -233,6 +234,35 @@ fn follow(db_path: &Path, args: &ImportArgs) -> Result<u8> {
                     human(request),
                     visible(&db_path.display().to_string()),
                     visible(&format!("{run}:{node}:{seq}"))
+                )
+            }),
+            FollowEvent::Forecast {
+                run,
+                node,
+                seq,
+                forecast,
+            } => bar.suspend(|| {
+                // Said even with --quiet, as an out-of-memory error is: it comes before one.
+                let falling = forecast
+                    .hole_trend
+                    .map(|slope| format!(", falling {} a dump", human((-slope).max(0.0) as u64)))
+                    .unwrap_or_default();
+                note!(
+                    "warning: {} node {node} seq {seq}, {} {}: the largest hole ({}{falling}) is forecast to fall below the largest recent request ({}) {}; the map: memstate --db {} map --html map.html --snapshot {} --memory {}",
+                    visible(run),
+                    visible(&forecast.kind),
+                    forecast.handle,
+                    forecast.largest_hole.map_or_else(|| "unknown".to_string(), human),
+                    human(forecast.largest_request),
+                    match forecast.dumps_left {
+                        Some(0) => "already".to_string(),
+                        Some(1) => "within 1 dump".to_string(),
+                        Some(left) => format!("within {left} dumps"),
+                        None => String::new(),
+                    },
+                    visible(&db_path.display().to_string()),
+                    visible(&format!("{run}:{node}:{seq}")),
+                    forecast.handle
                 )
             }),
             FollowEvent::Scanned { summary, latest } => {

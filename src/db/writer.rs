@@ -99,6 +99,11 @@ struct Landed {
 }
 
 impl<'c> Writer<'c> {
+    /// The connection, to read what was written (the forecast of a dump that just landed).
+    pub fn reader(&self) -> &Connection {
+        self.conn
+    }
+
     pub fn new(conn: &'c mut Connection, db_display: impl Into<String>) -> Self {
         Writer {
             conn,

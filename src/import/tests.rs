@@ -88,6 +88,7 @@ fn follow_takes_records_the_way_import_does() {
         interval: Duration::from_millis(100),
         settle: Duration::from_secs(1),
         events: false,
+        forecast_within: None,
     };
     let stop = AtomicBool::new(false);
     let done = AtomicBool::new(false);

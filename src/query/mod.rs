@@ -10,6 +10,7 @@ pub mod columns;
 pub mod context;
 pub mod datasette;
 pub mod explore;
+pub mod forecast;
 pub mod history;
 pub mod listing;
 pub mod load;

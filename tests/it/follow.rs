@@ -152,7 +152,7 @@ impl Follower {
 
     /// Wait until the follower's standard error satisfies `done`. Fails after 30 s (a bound
     /// for a broken follower, not a measure of speed).
-    fn wait_for_stderr(&self, what: &str, done: impl Fn(&str) -> bool) {
+    pub(crate) fn wait_for_stderr(&self, what: &str, done: impl Fn(&str) -> bool) {
         let started = std::time::Instant::now();
         loop {
             let printed = self.stderr.lock().unwrap().clone();
@@ -436,6 +436,7 @@ fn an_idle_follower_does_not_wake_itself() {
         interval: std::time::Duration::from_millis(100),
         settle: std::time::Duration::from_secs(2),
         events: true,
+        forecast_within: Some(5),
     };
     let started = std::time::Instant::now();
     let (mut scans, mut idle_scans) = (0u32, 0u32);

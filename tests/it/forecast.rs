@@ -10,28 +10,31 @@ use crate::common::{import, on_db, write_json};
 const KIB: u64 = 1024;
 const CAPACITY: u64 = 2048 * KIB;
 
-/// A run of `dumps` dumps of one 2 MiB memory. Every dump a new 256 KiB temporary (a new uid)
-/// sits at 0; when `growing`, dump i also holds i pinned 64 KiB allocations packed after it, each
+/// Dump `i` of a run of one 2 MiB memory. Every dump a new 256 KiB temporary (a new uid) sits
+/// at 0; when `growing`, dump i also holds i pinned 64 KiB allocations packed after it, each
 /// appearing at its dump, so the largest hole (the tail) is 1792 KiB - 64 KiB x i.
-fn run(dir: &Path, dumps: u64, growing: bool) -> PathBuf {
-    let mut files = Vec::new();
-    for i in 0..dumps {
-        let mut allocations = vec![
-            json!({"uid": 1000 + i, "kind": "instance", "state": "valid",
-                                          "offset": 0, "size": 256 * KIB}),
-        ];
-        if growing {
-            for j in 0..i {
-                allocations.push(json!({"uid": 10 + j, "kind": "instance", "state": "valid",
-                                        "offset": 256 * KIB + j * 64 * KIB, "size": 64 * KIB}));
-            }
+fn dump(i: u64, growing: bool) -> Value {
+    let mut allocations = vec![
+        json!({"uid": 1000 + i, "kind": "instance", "state": "valid",
+                                      "offset": 0, "size": 256 * KIB}),
+    ];
+    if growing {
+        for j in 0..i {
+            allocations.push(json!({"uid": 10 + j, "kind": "instance", "state": "valid",
+                                    "offset": 256 * KIB + j * 64 * KIB, "size": 64 * KIB}));
         }
-        let dump = json!({"format": "memstate-dump", "version": 1, "run": {"id": "hand", "node": 0},
-            "snapshot": {"seq": i, "time_ns": i * 1_000_000_000, "reason": "periodic"},
-            "memories": [{"id": "0x1e00000000000001", "kind": "GPU_FB_MEM", "capacity": CAPACITY,
-                          "allocations": allocations}]});
-        files.push(write_json(dir, &format!("dump-{i:02}.json"), &dump));
     }
+    json!({"format": "memstate-dump", "version": 1, "run": {"id": "hand", "node": 0},
+        "snapshot": {"seq": i, "time_ns": i * 1_000_000_000, "reason": "periodic"},
+        "memories": [{"id": "0x1e00000000000001", "kind": "GPU_FB_MEM", "capacity": CAPACITY,
+                      "allocations": allocations}]})
+}
+
+/// A run of `dumps` such dumps, imported.
+fn run(dir: &Path, dumps: u64, growing: bool) -> PathBuf {
+    let files: Vec<PathBuf> = (0..dumps)
+        .map(|i| write_json(dir, &format!("dump-{i:02}.json"), &dump(i, growing)))
+        .collect();
     let db = dir.join("run.db");
     let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     import(&db, &paths, 0);
@@ -193,5 +196,47 @@ fn one_snapshot_or_memory_is_a_search() {
                 .contains("SEARCH a USING PRIMARY KEY (memory_id=? AND level=? AND first_seq=?)")),
             "{filter}: {steps:?}"
         );
+    }
+}
+
+/// `import --follow` warns at the dump worked out by hand (19: 5 dumps left), not before, and
+/// once while the hole keeps falling.
+#[test]
+fn the_follower_warns_once_at_the_dump_worked_out_by_hand() {
+    use crate::follow::{follow_on, wait_for, Follower};
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir(&docs).unwrap();
+    let db = dir.path().join("t.db");
+    let follower = Follower::watch(follow_on(
+        &db,
+        &[],
+        &["import", "--follow", "--quiet", "--interval", "50ms"],
+        &docs,
+    ));
+    for i in 0..22u64 {
+        write_json(&docs, &format!("dump-{i:02}.json"), &dump(i, true));
+        wait_for(&db, i as i64 + 1, "each dump in turn");
+        if i == 19 {
+            follower.wait_for_stderr("the forecast warning", |printed| {
+                printed.contains("warning:")
+            });
+        }
+    }
+    let (code, _, stderr) = follower.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    let warning = warnings[0];
+    for said in [
+        "hand node 0 seq 19, GPU_FB_MEM 0x1e00000000000001",
+        "the largest hole (576 KiB, falling 64 KiB a dump)",
+        "the largest recent request (256 KiB) within 5 dumps",
+        "map --html map.html --snapshot hand:0:19 --memory 0x1e00000000000001",
+    ] {
+        assert!(warning.contains(said), "{said}: {warning}");
     }
 }

@@ -53,6 +53,9 @@ pub struct FollowOptions {
     pub settle: Duration,
     /// Use file-system change events (else scanning alone).
     pub events: bool,
+    /// Warn when a memory's largest hole is forecast to fall below its recent requests within
+    /// this many dumps (`None`: no forecast).
+    pub forecast_within: Option<u64>,
 }
 
 /// Something that happened while following.
@@ -72,6 +75,14 @@ pub enum FollowEvent<'a> {
     Refused { error: &'a Error },
     /// A file found in a folder is no input memstate reads (said once a version of it).
     Skipped { error: &'a Error },
+    /// At a node's latest dump, a memory's largest hole is forecast to fall below its recent
+    /// requests within the dumps asked: said once a memory, until its largest hole stops falling.
+    Forecast {
+        run: &'a str,
+        node: i64,
+        seq: i64,
+        forecast: &'a crate::query::forecast::Forecast,
+    },
     /// A dump that landed holds a failed request: the moment a user following a job waits for.
     OutOfMemory {
         run: &'a str,
@@ -103,6 +114,8 @@ struct Follower<'d> {
     changes: u64,
     /// Files found in folders whose last version read is no input memstate reads.
     skipped_files: HashSet<PathBuf>,
+    /// The memories warned about by the forecast and not recovered since.
+    warned: HashSet<i64>,
 }
 
 /// Follow `paths` until `stop` is set, importing into `database`; the counts at the end.
@@ -127,6 +140,7 @@ pub fn follow(
         said: HashSet::new(),
         changes: 0,
         skipped_files: HashSet::new(),
+        warned: HashSet::new(),
     };
     let (wake, woken) = mpsc::channel::<()>();
     let mut watcher = if options.events {
@@ -312,6 +326,41 @@ impl Follower<'_> {
         Ok(())
     }
 
+    /// Warn of the memories of a node's latest dump whose largest hole is forecast to fall below
+    /// their recent requests soon: once a memory, until it recovers (then it may be said again).
+    fn forecast(
+        &mut self,
+        run: &str,
+        node: i64,
+        seq: i64,
+        outcome: &Outcome,
+        report: &mut dyn FnMut(FollowEvent),
+    ) -> Result<()> {
+        let Some(within) = self.options.forecast_within else {
+            return Ok(());
+        };
+        let snapshot_id = match outcome {
+            Outcome::Imported { snapshot_id, .. }
+            | Outcome::Replaced { snapshot_id, .. }
+            | Outcome::Unchanged { snapshot_id } => *snapshot_id,
+        };
+        for forecast in crate::query::forecast::at_snapshot(self.importer.reader(), snapshot_id)? {
+            if forecast.dumps_left.is_some_and(|left| left <= within) {
+                if self.warned.insert(forecast.memory_id) {
+                    report(FollowEvent::Forecast {
+                        run,
+                        node,
+                        seq,
+                        forecast: &forecast,
+                    });
+                }
+            } else if forecast.recovered() {
+                self.warned.remove(&forecast.memory_id);
+            }
+        }
+        Ok(())
+    }
+
     /// Parse one record and import it; a bad record is refused. Only a failure of the database
     /// itself is returned.
     fn record(
@@ -377,6 +426,9 @@ impl Follower<'_> {
                     outcome: &outcome,
                 });
                 if !matches!(outcome, Outcome::Unchanged { .. }) {
+                    if seq == *self.latest.get(&(run.to_string(), node)).unwrap_or(&seq) {
+                        self.forecast(run, node, seq, &outcome, report)?;
+                    }
                     for (memory, request, verdict) in failures(&prepared) {
                         report(FollowEvent::OutOfMemory {
                             run,
