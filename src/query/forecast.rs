@@ -20,9 +20,18 @@ pub struct Forecast {
     pub largest_request: u64,
     /// Dumps until the largest hole falls below `largest_request` (None: not falling, or unknown).
     pub dumps_left: Option<u64>,
+    /// The same at the memory's previous dump.
+    pub dumps_left_before: Option<u64>,
 }
 
 impl Forecast {
+    /// Whether the forecast says, at this dump and the one before, that the largest hole falls
+    /// below the largest recent request within `within` dumps (one dip is not a trend).
+    pub fn warns(&self, within: u64) -> bool {
+        self.dumps_left.is_some_and(|left| left <= within)
+            && self.dumps_left_before.is_some_and(|left| left <= within)
+    }
+
     /// Whether the largest hole is known and not falling: a warning said of it is over.
     pub fn recovered(&self) -> bool {
         self.dumps_left.is_none() && self.hole_trend.is_some() && self.largest_hole.is_some()
@@ -33,7 +42,8 @@ impl Forecast {
 pub fn at_snapshot(conn: &Connection, snapshot_id: i64) -> Result<Vec<Forecast>> {
     let mut statement = conn
         .prepare(
-            "SELECT memory_id, handle, kind, largest_hole, hole_trend, largest_request, dumps_left
+            "SELECT memory_id, handle, kind, largest_hole, hole_trend, largest_request, dumps_left,
+                    dumps_left_before
              FROM memory_forecast WHERE snapshot_id = ?1 ORDER BY memory_id",
         )
         .map_err(query_error)?;
@@ -48,6 +58,7 @@ pub fn at_snapshot(conn: &Connection, snapshot_id: i64) -> Result<Vec<Forecast>>
                 hole_trend: row.get(4)?,
                 largest_request: unsigned(row.get(5)?).unwrap_or(0),
                 dumps_left: unsigned(row.get(6)?),
+                dumps_left_before: unsigned(row.get(7)?),
             })
         })
         .map_err(query_error)?

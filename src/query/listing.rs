@@ -318,18 +318,18 @@ pub fn largest_holes(layout: &crate::analysis::Layout, top: u32) -> Table {
 
 /// The memories `memory_forecast` warns about at each node's latest snapshot (of one run, or of
 /// all): their largest hole forecast to fall below their recent requests within `within` dumps,
-/// soonest first.
+/// at that dump and the one before, soonest first.
 pub fn forecast_table(conn: &Connection, run: Option<&str>, within: u32) -> Result<Table> {
     table(
         conn,
         "SELECT f.run, f.node, f.seq, f.handle, f.kind, f.largest_hole, f.hole_trend,
-                f.largest_request, f.dumps_left, f.dumps, f.snapshot_id, f.memory_id
+                f.largest_request, f.dumps_left, f.dumps_left_before, f.dumps, f.snapshot_id, f.memory_id
          FROM (SELECT (SELECT t.id FROM snapshot t WHERE t.run_id = g.run_id AND t.node = g.node
                        ORDER BY t.seq DESC LIMIT 1) AS snapshot_id
                FROM (SELECT DISTINCT s.run_id, s.node FROM snapshot s JOIN run r ON r.id = s.run_id
                      WHERE ?1 IS NULL OR r.name = ?1) g) latest
          JOIN memory_forecast f ON f.snapshot_id = latest.snapshot_id
-         WHERE f.dumps_left <= ?2
+         WHERE f.dumps_left <= ?2 AND f.dumps_left_before <= ?2
          ORDER BY f.dumps_left, f.run, f.node, f.handle",
         &[optional_text(run), SqlValue::Integer(i64::from(within))],
     )

@@ -307,7 +307,7 @@ fn grafana() -> Option<Grafana> {
             ));
         }
     }
-    assert_eq!(targets.len(), 5, "four panels and the OOM annotations");
+    assert_eq!(targets.len(), 6, "five panels and the OOM annotations");
     Some(Grafana {
         _dir: dir,
         db,
@@ -442,7 +442,23 @@ fn grafana_panel_figures_agree_with_sql_over_the_views() {
             |row| row.get(0),
         )
         .unwrap();
-    let annotation = grafana.sql(4);
+    // The forecast: one point per memory and snapshot where the view knows the dumps left, counted
+    // from the view by a second query.
+    let kinds: Vec<String> = values[2].1.iter().map(|kind| format!("'{kind}'")).collect();
+    let forecast = sqlite3_rows(db, &grafana.sql(4));
+    let known = sqlite3_rows(
+        db,
+        &format!(
+            "SELECT count(*) AS n FROM memory_forecast WHERE run = 'demo-seed1' AND node = {node}
+               AND kind IN ({}) AND dumps_left IS NOT NULL",
+            kinds.join(", ")
+        ),
+    );
+    assert_eq!(forecast.len() as i64, known[0]["n"].as_i64().unwrap());
+    assert!(forecast
+        .iter()
+        .all(|row| row["dumps"].as_i64().is_some_and(|dumps| dumps >= 0)));
+    let annotation = grafana.sql(5);
     let rows = sqlite3_rows(db, &annotation);
     assert_eq!(rows.len() as i64, ooms);
     assert!(

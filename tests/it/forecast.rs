@@ -57,7 +57,8 @@ fn a_falling_hole_is_warned_about_at_the_dump_worked_out_by_hand() {
     let db = run(dir.path(), 22, true);
     // Hole at dump i: 1792 - 64 i KiB; falling 64 KiB a dump; the largest request 256 KiB (the
     // temporary appearing every dump). Dumps left from dump 2 on (3 dumps for a slope):
-    // (1792 - 64 i - 256) / 64 = 24 - i: at most 5 from dump 19, and never before.
+    // (1792 - 64 i - 256) / 64 = 24 - i, and at the dump before 25 - i (from dump 3 on). Both at
+    // most 5 from dump 20, and never before.
     let seqs = "FROM memory_forecast ORDER BY seq";
     let holes = column(&db, &format!("SELECT largest_hole {seqs}"));
     let expected: Vec<Option<i64>> = (0..22)
@@ -80,13 +81,16 @@ fn a_falling_hole_is_warned_about_at_the_dump_worked_out_by_hand() {
     let left = column(&db, &format!("SELECT dumps_left {seqs}"));
     let expected: Vec<Option<i64>> = (0..22).map(|i| (i >= 2).then_some(24 - i)).collect();
     assert_eq!(left, expected);
+    let before = column(&db, &format!("SELECT dumps_left_before {seqs}"));
+    let expected: Vec<Option<i64>> = (0..22).map(|i| (i >= 3).then_some(25 - i)).collect();
+    assert_eq!(before, expected);
     let warning = column(&db, &format!("SELECT warning {seqs}"));
     let expected: Vec<Option<i64>> = (0..22)
-        .map(|i| (i >= 2).then_some(i64::from(i >= 19)))
+        .map(|i| (i >= 2).then_some(i64::from(i >= 20)))
         .collect();
     assert_eq!(warning, expected);
 
-    // The command: the memory at the node's latest snapshot (dump 21): 3 dumps left.
+    // The command: the memory at the node's latest snapshot (dump 21): 3 dumps left, 4 before.
     let output = on_db(&db)
         .args(["forecast", "--format", "json"])
         .output()
@@ -100,12 +104,13 @@ fn a_falling_hole_is_warned_about_at_the_dump_worked_out_by_hand() {
     assert_eq!(row["node"], 0);
     assert_eq!(row["seq"], 21);
     assert_eq!(row["dumps_left"], 3);
+    assert_eq!(row["dumps_left_before"], 4);
     assert_eq!(row["largest_hole"], (1792 - 64 * 21) * KIB);
     assert_eq!(row["largest_request"], 256 * KIB);
     assert_eq!(row["hole_trend"].as_f64(), Some(-65536.0));
-    // Within 2 dumps: none; the table says so in words, json as an empty list.
+    // Within 3 dumps: none (4 were left at the dump before); in words, or json's empty list.
     let none = on_db(&db)
-        .args(["forecast", "--within", "2", "--format", "json"])
+        .args(["forecast", "--within", "3", "--format", "json"])
         .output()
         .unwrap();
     assert_eq!(
@@ -113,7 +118,7 @@ fn a_falling_hole_is_warned_about_at_the_dump_worked_out_by_hand() {
         json!([])
     );
     let said = on_db(&db)
-        .args(["forecast", "--within", "2"])
+        .args(["forecast", "--within", "3"])
         .output()
         .unwrap();
     let said = String::from_utf8(said.stdout).unwrap();
@@ -199,8 +204,8 @@ fn one_snapshot_or_memory_is_a_search() {
     }
 }
 
-/// `import --follow` warns at the dump worked out by hand (19: 5 dumps left), not before, and
-/// once while the hole keeps falling.
+/// `import --follow` warns at the dump worked out by hand (20: 4 dumps left, 5 at the one before),
+/// not before, and once while the hole keeps falling.
 #[test]
 fn the_follower_warns_once_at_the_dump_worked_out_by_hand() {
     use crate::follow::{follow_on, wait_for, Follower};
@@ -217,7 +222,7 @@ fn the_follower_warns_once_at_the_dump_worked_out_by_hand() {
     for i in 0..22u64 {
         write_json(&docs, &format!("dump-{i:02}.json"), &dump(i, true));
         wait_for(&db, i as i64 + 1, "each dump in turn");
-        if i == 19 {
+        if i == 20 {
             follower.wait_for_stderr("the forecast warning", |printed| {
                 printed.contains("warning:")
             });
@@ -232,10 +237,10 @@ fn the_follower_warns_once_at_the_dump_worked_out_by_hand() {
     assert_eq!(warnings.len(), 1, "{stderr}");
     let warning = warnings[0];
     for said in [
-        "hand node 0 seq 19, GPU_FB_MEM 0x1e00000000000001",
-        "the largest hole (576 KiB, falling 64 KiB a dump)",
-        "the largest recent request (256 KiB) within 5 dumps",
-        "map --html map.html --snapshot hand:0:19 --memory 0x1e00000000000001",
+        "hand node 0 seq 20, GPU_FB_MEM 0x1e00000000000001",
+        "the largest hole (512 KiB, falling 64 KiB a dump)",
+        "the largest recent request (256 KiB) within 4 dumps",
+        "map --html map.html --snapshot hand:0:20 --memory 0x1e00000000000001",
     ] {
         assert!(warning.contains(said), "{said}: {warning}");
     }

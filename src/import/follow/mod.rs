@@ -28,9 +28,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod files;
+mod forecast;
 mod oom;
+mod watch;
 
 use oom::failures;
+use watch::Watch;
 
 use files::{
     hash_of, marks_of, stamp, tracked_for, worth_reading, Position, Stamp, Tracked, MARK_BYTES,
@@ -201,57 +204,6 @@ pub fn follow(
 /// How many times `interval` an idle follower waits between scans at most.
 const IDLE_BACKOFF: u32 = 8;
 
-/// File-system change events, when the platform and file system give them.
-struct Watch {
-    watcher: notify::RecommendedWatcher,
-    watched: HashSet<PathBuf>,
-}
-
-impl Watch {
-    fn start(wake: mpsc::Sender<()>) -> std::result::Result<Watch, String> {
-        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Opening and reading files (this follower's own scans among them) is not a change:
-            // waking on it made an idle follower scan without end.
-            if event.is_ok_and(|event| !event.kind.is_access()) {
-                let _ = wake.send(());
-            }
-        })
-        .map_err(|error| format!("no file-system events here: {error}"))?;
-        Ok(Watch {
-            watcher,
-            watched: HashSet::new(),
-        })
-    }
-
-    /// Watch each path that exists and is not watched yet: a folder and all below it, or the
-    /// folder holding a file (so a file written anew, by rename, is seen too).
-    fn add(&mut self, paths: &[String]) {
-        use notify::{RecursiveMode, Watcher};
-        for given in paths {
-            let path = Path::new(given);
-            let (target, mode) = if path.is_dir() {
-                (path.to_path_buf(), RecursiveMode::Recursive)
-            } else {
-                match path.parent() {
-                    Some(parent) if parent.as_os_str().is_empty() => {
-                        (PathBuf::from("."), RecursiveMode::NonRecursive)
-                    }
-                    Some(parent) => (parent.to_path_buf(), RecursiveMode::NonRecursive),
-                    None => continue,
-                }
-            };
-            if !target.exists() || self.watched.contains(&target) {
-                continue;
-            }
-            // A path that cannot be watched (too many watches, a file system without events) is
-            // still scanned.
-            if self.watcher.watch(&target, mode).is_ok() {
-                self.watched.insert(target);
-            }
-        }
-    }
-}
-
 impl Follower<'_> {
     /// Something that grows whenever a scan finds anything to do (a dump taken, refused, a file
     /// that changed): a scan that leaves it alone found nothing.
@@ -322,41 +274,6 @@ impl Follower<'_> {
             };
             self.files.insert(path, tracked);
             outcome?;
-        }
-        Ok(())
-    }
-
-    /// Warn of the memories of a node's latest dump whose largest hole is forecast to fall below
-    /// their recent requests soon: once a memory, until it recovers (then it may be said again).
-    fn forecast(
-        &mut self,
-        run: &str,
-        node: i64,
-        seq: i64,
-        outcome: &Outcome,
-        report: &mut dyn FnMut(FollowEvent),
-    ) -> Result<()> {
-        let Some(within) = self.options.forecast_within else {
-            return Ok(());
-        };
-        let snapshot_id = match outcome {
-            Outcome::Imported { snapshot_id, .. }
-            | Outcome::Replaced { snapshot_id, .. }
-            | Outcome::Unchanged { snapshot_id } => *snapshot_id,
-        };
-        for forecast in crate::query::forecast::at_snapshot(self.importer.reader(), snapshot_id)? {
-            if forecast.dumps_left.is_some_and(|left| left <= within) {
-                if self.warned.insert(forecast.memory_id) {
-                    report(FollowEvent::Forecast {
-                        run,
-                        node,
-                        seq,
-                        forecast: &forecast,
-                    });
-                }
-            } else if forecast.recovered() {
-                self.warned.remove(&forecast.memory_id);
-            }
         }
         Ok(())
     }
