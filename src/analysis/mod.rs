@@ -6,6 +6,7 @@
 
 pub mod bins;
 pub mod cache;
+pub mod compare;
 pub mod diff;
 pub mod window;
 

@@ -100,6 +100,11 @@ pub enum Command {
     /// latest snapshot: how many dumps are left before an out-of-memory error.
     Forecast(ForecastArgs),
 
+    /// Two runs side by side (before and after a fix): per memory, matched by node, kind and
+    /// place among the node's memories of that kind, peak used, lowest largest hole, peak
+    /// fragmentation and failed requests; per provenance, peak bytes held; and a verdict.
+    Compare(CompareArgs),
+
     /// Allocations that appeared, disappeared or changed (state, place, size) between two snapshots.
     Diff(DiffArgs),
 
@@ -333,6 +338,37 @@ pub struct ForecastArgs {
     pub within: u32,
     #[command(flatten)]
     pub output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:
+  memstate compare before after                    two runs of one database
+  memstate compare before after --other fixed.db   the second run from another database
+  memstate compare before@old.db after@new.db      each run from its own database
+  memstate compare before after --by provenance --format csv")]
+pub struct CompareArgs {
+    /// The first run (A): a run name, or RUN@DATABASE.
+    pub a: String,
+    /// The second run (B): a run name, or RUN@DATABASE.
+    pub b: String,
+    /// The database of the second run (default: the first run's).
+    #[arg(long, value_name = "DB")]
+    pub other: Option<PathBuf>,
+    /// Which rows csv, json and ndjson give: one per matched memory, or one per provenance (the
+    /// table for people shows both).
+    #[arg(long, value_enum, default_value = "memory")]
+    pub by: CompareBy,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// The rows `compare` gives programs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompareBy {
+    /// One per memory, matched across the runs.
+    Memory,
+    /// One per provenance, largest change first.
+    Provenance,
 }
 
 #[derive(Debug, Args)]

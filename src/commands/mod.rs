@@ -14,6 +14,7 @@ macro_rules! note {
 }
 
 mod blockers;
+mod compare;
 mod completions;
 mod datasette;
 mod demo;
@@ -60,6 +61,7 @@ pub fn dispatch(cli: Cli) -> Result<u8> {
         Command::Allocations(args) => listing::allocations(&db, &args),
         Command::Trend(args) => listing::trend(&db, &args),
         Command::Forecast(args) => listing::forecast(&db, &args),
+        Command::Compare(args) => compare::compare(&db, &args),
         Command::Diff(args) => diff::run(&db, &args),
         Command::Oom(args) => oom::run(&db, &args),
         Command::Blockers(args) => blockers::run(&db, &args),

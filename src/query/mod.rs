@@ -7,6 +7,7 @@
 
 pub mod canned;
 pub mod columns;
+pub mod compare;
 pub mod context;
 pub mod datasette;
 pub mod explore;

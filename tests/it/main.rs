@@ -4,6 +4,7 @@ mod analysis;
 mod cli;
 mod cli_output;
 mod common;
+mod compare;
 mod dashboards;
 mod datasette;
 mod db;
