@@ -315,7 +315,7 @@ def parameters(engine, params, given):
     for name, (kind, default) in params.items():
         value = given.get(name, default)
         if kind == "run":
-            values["run"] = value if value is not None else only_run(engine)
+            values[name] = value if value is not None else only_run(engine)
             continue
         if value is None:
             raise Refused(f"-p {name}=VALUE is needed")

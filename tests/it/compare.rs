@@ -251,6 +251,30 @@ fn two_runs_compare_by_hand_both_ways() {
         backward.contains("1 in both, 0 only in A, 1 only in B"),
         "{backward}"
     );
+    // The canned query gives the same rows, for dashboards and Datasette.
+    let report = on_db(&db)
+        .args([
+            "report",
+            "compare-runs",
+            "-p",
+            "a=before",
+            "-p",
+            "b=after",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        report.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    assert_eq!(
+        serde_json::from_slice::<Value>(&report.stdout).unwrap(),
+        Value::Array(rows.clone())
+    );
     let reversed = json_rows(&db, &["after", "before"]);
     assert_eq!(reversed[0]["lowest_largest_hole_change"], -192 * KIB);
     assert!(reversed[1]["handle_a"].is_null() && reversed[1]["handle_b"] == GPU1);

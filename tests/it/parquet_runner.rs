@@ -67,6 +67,10 @@ fn cases(db: &Path) -> Vec<(String, Vec<String>)> {
     for name in ["churn", "fragmentation-trend", "nodes"] {
         cases.push((name.to_string(), vec![]));
     }
+    cases.push((
+        "compare-runs".to_string(),
+        vec![format!("a={RUN}"), format!("b={RUN}")],
+    ));
     for name in ["growth", "long-lived"] {
         cases.push((name.to_string(), vec!["top=1000".to_string()]));
     }
@@ -188,7 +192,7 @@ fn every_portable_query_on_duckdb_equals_report() {
             .map(|(name, _)| name)
             .collect::<std::collections::BTreeSet<_>>()
             .len(),
-        12
+        13
     );
     assert_eq!(
         duckdb_equals_report(&one, &out, &cases),
@@ -347,9 +351,16 @@ fn churn_growth_and_snapshot_queries_on_spark_equal_report() {
     let chosen: Vec<(String, Vec<String>)> = cases(&one)
         .into_iter()
         .filter(|(name, _)| {
-            ["churn", "growth", "usage-by-kind", "largest-holes"].contains(&name.as_str())
+            [
+                "churn",
+                "growth",
+                "usage-by-kind",
+                "largest-holes",
+                "compare-runs",
+            ]
+            .contains(&name.as_str())
         })
-        .take(4)
+        .take(5)
         .collect();
     let mut calls: Vec<Vec<String>> = chosen
         .iter()

@@ -110,6 +110,13 @@ fn golden_holes_and_fragmentation_worked_out_by_hand() {
         &format!("0,0x1e00000000000003,GPU_FB_MEM,2,2,550,450,4,250,{},300,600", 1.0 - 250.0 / 450.0),
         "1,0x1e00010000000003,GPU_FB_MEM,0,0.000000005,500,1500,1,1500,0,0,1500",
     ]);
+    // The run against itself: per memory its peaks over the run (the trend above: GPU 0 peaks at
+    // 550 used, its lowest largest hole 200 at seq 1, where fragmentation is highest), no change.
+    check(&db, "compare-runs", &[("a", "golden"), ("b", "golden")], "node,kind,ordinal,handle_a,handle_b,peak_used_a,peak_used_b,peak_used_change,lowest_largest_hole_a,lowest_largest_hole_b,lowest_largest_hole_change,peak_fragmentation_a,peak_fragmentation_b,peak_fragmentation_change,failed_requests_a,failed_requests_b,failed_requests_change", &[
+        &format!("0,GPU_FB_MEM,0,0x1e00000000000003,0x1e00000000000003,550,550,0,200,200,0,{0},{0},0,1,1,0", 1.0 - 200.0 / 490.0),
+        "0,SYSTEM_MEM,0,0x1e00000000000000,0x1e00000000000000,100,100,0,300,300,0,0,0,0,0,0,0",
+        "1,GPU_FB_MEM,0,0x1e00010000000003,0x1e00010000000003,500,500,0,1500,1500,0,0,0,0,0,0,0",
+    ]);
     check(&db, "nodes", &[("run", "golden")], "node,seq,handle,kind,capacity,used_bytes,free_bytes,largest_hole,fragmentation,reclaimable_bytes,largest_reclaimable", &[
         "0,2,0x1e00000000000000,SYSTEM_MEM,500,100,300,300,0,0,300",
         &format!("0,2,0x1e00000000000003,GPU_FB_MEM,1000,550,450,250,{},300,600", 1.0 - 250.0 / 450.0),
