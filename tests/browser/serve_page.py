@@ -36,6 +36,17 @@ def wait_for(page, condition, what, timeout=10000):
         sys.exit(1)
 
 
+def open_shared(browser, address, drawn):
+    """The app at a shared address in a new page, and its map frame once `drawn` holds there."""
+    other = browser.new_page(viewport={"width": 1300, "height": 1000})
+    other.goto(address)
+    other.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
+    other.wait_for_timeout(300)
+    frame = next(f for f in other.frames if "/map?" in f.url)
+    frame.wait_for_function(drawn, timeout=10000)
+    return other, frame
+
+
 with sync_playwright() as playwright:
     browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
     page = browser.new_page(viewport={"width": 1300, "height": 1000})
@@ -113,12 +124,7 @@ with sync_playwright() as playwright:
     page.wait_for_timeout(800)
     shared = page.url
     check("range=" in shared, f"the address holds the map's range ({shared.split('#')[-1]})")
-    other = browser.new_page(viewport={"width": 1300, "height": 1000})
-    other.goto(shared)
-    other.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
-    other.wait_for_timeout(300)
-    again = next(f for f in other.frames if "/map?" in f.url)
-    again.wait_for_function("document.body.dataset.drawn === '1'", timeout=10000)
+    other, again = open_shared(browser, shared, "document.body.dataset.drawn === '1'")
     low, high = (float(n) for n in again.evaluate("document.body.dataset.view").split(":"))
     named = [float(n) for n in unquote(shared.split("range=")[1].split("&")[0]).split(":")]
     check(abs(low - named[0]) <= 2 and abs(high - named[1]) <= 2 and low <= center <= high,
@@ -173,12 +179,7 @@ with sync_playwright() as playwright:
     page.wait_for_timeout(800)
     shared = page.url
     check("window=" in shared, f"the address holds the time window ({shared.split('#')[-1]})")
-    other = browser.new_page(viewport={"width": 1300, "height": 1000})
-    other.goto(shared)
-    other.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
-    other.wait_for_timeout(300)
-    again = next(f for f in other.frames if "/map?" in f.url)
-    again.wait_for_function("document.body.dataset.drawn === '1' && document.body.dataset.historyView !== undefined", timeout=10000)
+    other, again = open_shared(browser, shared, "document.body.dataset.drawn === '1' && document.body.dataset.historyView !== undefined")
     shown = [float(n) for n in again.evaluate("document.body.dataset.historyView").split(":")]
     check(abs(shown[0] - since) < 1e-3 and abs(shown[1] - until) < 1e-3, f"the shared link opens the history on the window ({shown[0]:.3f} to {shown[1]:.3f} s)")
     other.close()

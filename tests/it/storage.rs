@@ -447,11 +447,14 @@ fn questions_about_one_snapshot_memory_or_uid_search_indexes() {
     .iter()
     .map(|sql| sql.to_string())
     .collect();
-    // The canned questions about one snapshot (their parameters bound to 1).
-    for query in canned::all()
-        .iter()
-        .filter(|query| query.params.iter().all(|param| param.name != "run"))
-    {
+    // The canned questions about one snapshot (their parameters bound to 1); those of a whole run
+    // (a run parameter, whatever its name) read every snapshot of it.
+    for query in canned::all().iter().filter(|query| {
+        query
+            .params
+            .iter()
+            .all(|param| param.kind != canned::ParamKind::Run)
+    }) {
         questions.push(query.sql.to_string());
     }
     // What a plan may scan: a constant row, and what is built for the question (its own CTEs
