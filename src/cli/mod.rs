@@ -358,6 +358,13 @@ pub struct CompareArgs {
     /// table for people shows both).
     #[arg(long, value_enum, default_value = "memory")]
     pub by: CompareBy,
+    /// Also draw both runs' largest hole and used bytes, one panel per memory kind and figure,
+    /// A solid and B dashed, into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub out: Option<PathBuf>,
+    /// The chart's x axis: seconds since each run started (so the runs line up), or seq.
+    #[arg(long = "x", value_enum, default_value_t = XAxisArg::Time)]
+    pub x_axis: XAxisArg,
     #[command(flatten)]
     pub output: OutputArgs,
 }

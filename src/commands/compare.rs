@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use memstate::analysis::compare::{compare as compare_runs, Comparison, MemoryFigures};
 use memstate::present::{emit, Cell, Format, Report, Table, Unit};
 use memstate::query::compare::run_figures;
-use memstate::{db, Result};
+use memstate::query::load;
+use memstate::viz::plot::{self, RunLines, XAxis, PAIR_METRICS};
+use memstate::{db, Error, Result};
 
 use super::Printer;
 use crate::cli::{CompareArgs, CompareBy};
@@ -23,13 +25,54 @@ fn named(text: &str, database: &Path) -> (String, PathBuf) {
 pub fn compare(db_path: &Path, args: &CompareArgs) -> Result<u8> {
     let (run_a, path_a) = named(&args.a, db_path);
     let (run_b, path_b) = named(&args.b, args.other.as_deref().unwrap_or(db_path));
-    let a = {
-        let database = db::open_read_only(&path_a)?;
-        run_figures(database.connection(), &run_a)?
+    if let Some(out) = &args.out {
+        let is_svg = out
+            .extension()
+            .is_some_and(|extension| extension.eq_ignore_ascii_case("svg"));
+        if !is_svg {
+            return Err(Error::Usage(format!(
+                "--out {}: the chart is written as SVG; name the file .svg",
+                out.display()
+            )));
+        }
+    }
+    let x_axis: XAxis = args.x_axis.into();
+    let database_a = db::open_read_only(&path_a)?;
+    let database_b = db::open_read_only(&path_b)?;
+    let a = run_figures(database_a.connection(), &run_a)?;
+    let b = run_figures(database_b.connection(), &run_b)?;
+    let lines = |database: &db::Database, run: &str| -> Result<RunLines> {
+        let mut by_metric = Vec::new();
+        let mut marks = Vec::new();
+        for metric in PAIR_METRICS {
+            let (series, oom) = load::trend_series(
+                database.connection(),
+                run,
+                None,
+                metric.column(),
+                x_axis.column(),
+            )?;
+            by_metric.push((metric, series));
+            marks = oom;
+        }
+        Ok(RunLines {
+            name: run.to_string(),
+            by_metric,
+            marks,
+        })
     };
-    let b = {
-        let database = db::open_read_only(&path_b)?;
-        run_figures(database.connection(), &run_b)?
+    let chart = match &args.out {
+        Some(out) => {
+            let target = super::output_target(&database_a, out)?;
+            let (mut lines_a, mut lines_b) =
+                (lines(&database_a, &run_a)?, lines(&database_b, &run_b)?);
+            lines_a.name = args.a.clone();
+            lines_b.name = args.b.clone();
+            let svg = plot::render_pair_svg(&lines_a, &lines_b, x_axis)?;
+            super::write_output(&target, out, svg.as_bytes())?;
+            Some(out.display().to_string())
+        }
+        None => None,
     };
     let (mut a, mut b) = (a, b);
     // Two runs of one name (one per database) are told apart by where they come from.
@@ -84,7 +127,15 @@ pub fn compare(db_path: &Path, args: &CompareArgs) -> Result<u8> {
             Format::Table,
             style,
             out,
-        )
+        )?;
+        if let Some(chart) = &chart {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "wrote {chart}: largest hole and used bytes of both runs, A solid, B dashed"
+            )?;
+        }
+        Ok(())
     });
     printer.print(&report)?;
     Ok(0)

@@ -36,13 +36,22 @@ def wait_for(page, condition, what, timeout=10000):
         sys.exit(1)
 
 
+def map_frame(page):
+    """The page's map frame, once the browser has made it (a busy machine may take a while)."""
+    page.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
+    for _ in range(100):
+        frame = next((f for f in page.frames if "/map?" in f.url), None)
+        if frame is not None:
+            return frame
+        page.wait_for_timeout(100)
+    check(False, "the map frame is made")
+
+
 def open_shared(browser, address, drawn):
     """The app at a shared address in a new page, and its map frame once `drawn` holds there."""
     other = browser.new_page(viewport={"width": 1300, "height": 1000})
     other.goto(address)
-    other.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
-    other.wait_for_timeout(300)
-    frame = next(f for f in other.frames if "/map?" in f.url)
+    frame = map_frame(other)
     frame.wait_for_function(drawn, timeout=10000)
     return other, frame
 
@@ -86,8 +95,7 @@ with sync_playwright() as playwright:
     # and the allocation is drawn whole; hover it and read its details.
     page.goto(f"{url.split('?')[0]}#snapshot={snapshot}&memory={memory}")
     wait_for(page, "document.getElementById('mapFrame').getAttribute('src') !== null", "the map frame is shown")
-    page.wait_for_timeout(300)
-    frame = next(f for f in page.frames if "/map?" in f.url)
+    frame = map_frame(page)
     try:
         frame.wait_for_function("document.body.dataset.drawn === '1'", timeout=10000)
     except Exception:

@@ -310,3 +310,77 @@ fn runs_from_two_databases_compare_as_from_one() {
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no run \"after\" (runs: before)"));
 }
+
+/// `--out FILE.svg`: both runs in one chart, a panel per kind and figure (largest hole, used),
+/// each memory's line in the legend with its run's letter, A's failed memory named at its mark.
+#[test]
+fn the_chart_draws_both_runs_per_kind_and_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("both.db");
+    imported(&db, &before(dir.path()));
+    imported(&db, &after(dir.path()));
+    let chart = dir.path().join("compare.svg");
+    let output = on_db(&db)
+        .args(["compare", "before", "after", "--out"])
+        .arg(&chart)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("wrote"));
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    let texts: Vec<String> = svg
+        .split("<text")
+        .skip(1)
+        .filter_map(|rest| {
+            Some(
+                rest.split_once('>')?
+                    .1
+                    .split_once("</text>")?
+                    .0
+                    .trim()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        texts
+            .iter()
+            .any(|text| text == "A = before (solid), B = after (dashed)"),
+        "{texts:?}"
+    );
+    // One kind (GPU_FB_MEM), two figures: two panels.
+    assert_eq!(
+        texts.iter().filter(|text| *text == "GPU_FB_MEM").count(),
+        2,
+        "{texts:?}"
+    );
+    // In each panel's legend: before's two GPUs, after's one.
+    let legend = |letter: &str| {
+        texts
+            .iter()
+            .filter(|text| text.starts_with("node 0 GPU_FB_MEM") && text.contains(letter))
+            .count()
+    };
+    assert_eq!((legend("(A)"), legend("(B)")), (4, 2), "{texts:?}");
+    assert!(
+        texts.iter().any(
+            |text| text.starts_with(&format!("node 0 GPU_FB_MEM {GPU0} (A)"))
+                && text.contains("out of memory")
+        ),
+        "{texts:?}"
+    );
+    // A chart that is not SVG is refused before anything is written.
+    let png = dir.path().join("compare.png");
+    let refused = on_db(&db)
+        .args(["compare", "before", "after", "--out"])
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(!png.exists());
+}

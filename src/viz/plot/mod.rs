@@ -3,7 +3,10 @@
 
 use plotters::prelude::*;
 
+mod pair;
 mod panel;
+
+pub use pair::{render_pair_svg, RunLines, PAIR_METRICS};
 
 use crate::analysis::{FailedAt, OomMark, Series};
 use crate::error::{Error, Result};
