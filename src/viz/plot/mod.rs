@@ -68,6 +68,23 @@ impl XAxis {
     }
 }
 
+/// The x axis's range over every point and mark: 0 to 1 with none, and a unit-wide axis with
+/// the point in its middle for one snapshot.
+pub(super) fn x_range(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (mut low, mut high) = (f64::MAX, f64::MIN);
+    for x in xs {
+        low = low.min(x);
+        high = high.max(x);
+    }
+    if low > high {
+        (0.0, 1.0)
+    } else if high <= low {
+        (low - 0.5, high + 0.5)
+    } else {
+        (low, high)
+    }
+}
+
 pub(super) fn plot_error(error: impl std::fmt::Display) -> Error {
     Error::Internal {
         file: String::new(),
@@ -263,22 +280,12 @@ pub fn render_svg(
     } else {
         Vec::new()
     };
-    let (mut x_min, mut x_max) = (f64::MAX, f64::MIN);
-    for &(x, _) in lines.iter().flat_map(|line| line.series.points.iter()) {
-        x_min = x_min.min(x);
-        x_max = x_max.max(x);
-    }
-    for mark in marks {
-        x_min = x_min.min(mark.x);
-        x_max = x_max.max(mark.x);
-    }
-    if x_min > x_max {
-        (x_min, x_max) = (0.0, 1.0);
-    }
-    if x_max <= x_min {
-        // One snapshot: the point in the middle of a unit-wide axis.
-        (x_min, x_max) = (x_min - 0.5, x_max + 0.5);
-    }
+    let (x_min, x_max) = x_range(
+        lines
+            .iter()
+            .flat_map(|line| line.series.points.iter().map(|point| point.0))
+            .chain(marks.iter().map(|mark| mark.x)),
+    );
     let caption = match left_out {
         0 => format!("{} — run {run}", metric.title()),
         more => format!(

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use plotters::prelude::*;
 
-use super::{failure_colour, panel, plot_error, Metric, XAxis, LINE_COLOURS};
+use super::{failure_colour, panel, plot_error, x_range, Metric, XAxis, LINE_COLOURS};
 use crate::analysis::{OomMark, Series};
 use crate::error::Result;
 
@@ -169,17 +169,12 @@ pub fn render_pair_svg(a: &RunLines, b: &RunLines, x_axis: XAxis) -> Result<Stri
             .iter()
             .any(|(_, line)| line.failed && line.series.kind == *kind)
     });
-    let (mut x_min, mut x_max) = (f64::MAX, f64::MIN);
-    for &(x, _) in lines.iter().flat_map(|(_, line)| line.series.points.iter()) {
-        x_min = x_min.min(x);
-        x_max = x_max.max(x);
-    }
-    if x_min > x_max {
-        (x_min, x_max) = (0.0, 1.0);
-    }
-    if x_max <= x_min {
-        (x_min, x_max) = (x_min - 0.5, x_max + 0.5);
-    }
+    let (x_min, x_max) = x_range(
+        lines
+            .iter()
+            .flat_map(|(_, line)| line.series.points.iter().map(|point| point.0))
+            .chain(marks.iter().map(|mark| mark.x)),
+    );
     let panels: Vec<(&str, Metric)> = kinds
         .iter()
         .flat_map(|kind| PAIR_METRICS.iter().map(move |metric| (*kind, *metric)))
