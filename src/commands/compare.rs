@@ -6,6 +6,7 @@ use memstate::analysis::compare::{compare as compare_runs, Comparison, MemoryFig
 use memstate::present::{emit, Cell, Format, Report, Table, Unit};
 use memstate::query::compare::run_figures;
 use memstate::query::load;
+use memstate::units::visible;
 use memstate::viz::plot::{self, RunLines, XAxis, PAIR_METRICS};
 use memstate::{db, Error, Result};
 
@@ -106,7 +107,7 @@ pub fn compare(db_path: &Path, args: &CompareArgs) -> Result<u8> {
         writeln!(
             out,
             "A = {}, B = {}. Memories matched by node, kind and place among the node's memories of that kind (by handle): {both} in both, {only_a} only in A, {only_b} only in B.",
-            a_name(&comparison), b_name(&comparison)
+            visible(&comparison.a.run), visible(&comparison.b.run)
         )?;
         emit(&Report::table(memories.clone()), Format::Table, style, out)?;
         writeln!(out)?;
@@ -139,14 +140,6 @@ pub fn compare(db_path: &Path, args: &CompareArgs) -> Result<u8> {
     });
     printer.print(&report)?;
     Ok(0)
-}
-
-fn a_name(comparison: &Comparison<'_>) -> String {
-    memstate::units::visible(&comparison.a.run).into_owned()
-}
-
-fn b_name(comparison: &Comparison<'_>) -> String {
-    memstate::units::visible(&comparison.b.run).into_owned()
 }
 
 fn bytes(value: Option<u64>) -> Cell {

@@ -227,14 +227,14 @@ fn band_count(conn: &Connection, memory_id: i64, band: Band) -> Result<u64> {
     Ok(to_u64(total))
 }
 
-/// The spans of `memory_id` in `band`, at most `limit` (the earliest, when there are more), in
-/// time then address order.
+/// The spans of `memory_id` in `band`, in time then address order. Every caller has counted the
+/// band and asks only for one that fits `limit` (a summary's detail band, or a served page's
+/// window), so the limit only guards and SQL need not sort.
 ///
 /// Reads memstate's private span table and places each span with the `timeline` (times and
 /// snapshot ids by seq): the public view's joins and SQL's sort, run for every span of the
-/// memory, cost 90 ms for 8,000 spans of a 37,000-span memory; this, 9 ms when the band fits the
-/// limit (SQL sorts only when it does not). The texts (provenance, label, objects) are looked
-/// up only for the spans kept.
+/// memory, cost 90 ms for 8,000 spans of a 37,000-span memory; this, 9 ms. The texts
+/// (provenance, label, objects) are looked up only for the spans kept.
 fn spans_between(
     conn: &Connection,
     memory_id: i64,
@@ -243,11 +243,6 @@ fn spans_between(
     limit: u64,
     timeline: &Timeline,
 ) -> Result<Vec<HistorySpan>> {
-    let order = if band_count(conn, memory_id, band)? > limit {
-        "ORDER BY first_seq, offset"
-    } else {
-        ""
-    };
     let mut statement = conn
         .prepare(&format!(
             "SELECT a.first_seq, a.last_seq, a.offset, a.size, a.state, a.kind,
@@ -258,7 +253,7 @@ fn spans_between(
                      FROM allocation_object ao JOIN string o ON o.id = ao.object_key
                      WHERE ao.run_id = ?6 AND ao.uid = a.uid)
              FROM (SELECT first_seq, last_seq, offset, size, state, kind, provenance, label, uid
-                   FROM allocation_span WHERE {BAND} {order} LIMIT ?7) a"
+                   FROM allocation_span WHERE {BAND} LIMIT ?7) a"
         ))
         .map_err(query_error)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
