@@ -1,6 +1,7 @@
 //! Two runs side by side (`memstate compare`): their memories matched by node, kind and place
 //! among the node's memories of that kind, the figures of each and their differences, the
-//! provenances whose peak bytes changed most, and a verdict a person reads first.
+//! provenances and client objects whose peak bytes changed most, the moments where a matched
+//! memory's largest hole differs most between the runs, and a verdict a person reads first.
 
 use std::collections::BTreeMap;
 
@@ -23,7 +24,7 @@ pub struct MemoryFigures {
     pub failed_requests: u64,
 }
 
-/// A run as compared: its memories, and each provenance's peak bytes held.
+/// A run as compared: its memories, and each provenance's and client object's peak bytes held.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunFigures {
     pub run: String,
@@ -31,6 +32,20 @@ pub struct RunFigures {
     /// (provenance, the most bytes it held at any one snapshot): allocations without one are
     /// counted under `None`.
     pub provenances: Vec<(Option<String>, u64)>,
+    /// (client object id, the most bytes of the allocations holding its fields at any one
+    /// snapshot): empty when the run names no objects.
+    pub objects: Vec<(Option<String>, u64)>,
+}
+
+/// A memory at one snapshot, as the comparison places it in time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrendPoint {
+    /// Seconds since the run's first snapshot, or the seq (as the chart's x axis).
+    pub x: f64,
+    pub snapshot_id: i64,
+    pub seq: i64,
+    pub largest_hole: Option<u64>,
+    pub used: Option<u64>,
 }
 
 /// A memory of A and its match in B (either may be missing).
@@ -60,15 +75,15 @@ impl<'r> MatchedMemory<'r> {
     }
 }
 
-/// A provenance's peak bytes in A and in B (0 where it does not appear).
+/// A provenance's (or client object's) peak bytes in A and in B (0 where it does not appear).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProvenanceChange {
-    pub provenance: Option<String>,
+pub struct PeakChange {
+    pub name: Option<String>,
     pub a: u64,
     pub b: u64,
 }
 
-impl ProvenanceChange {
+impl PeakChange {
     pub fn difference(&self) -> i64 {
         i64::try_from(self.b).unwrap_or(i64::MAX) - i64::try_from(self.a).unwrap_or(i64::MAX)
     }
@@ -82,7 +97,25 @@ pub struct Comparison<'r> {
     /// By node, kind and ordinal.
     pub memories: Vec<MatchedMemory<'r>>,
     /// Largest change (either way) first.
-    pub provenances: Vec<ProvenanceChange>,
+    pub provenances: Vec<PeakChange>,
+    /// Largest change (either way) first; empty when neither run names client objects.
+    pub objects: Vec<PeakChange>,
+}
+
+/// Where a matched memory's largest hole differs most between the runs: A's snapshot at that
+/// moment and B's (each the latest of its run at or before it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Divergence {
+    pub node: i64,
+    pub kind: String,
+    pub ordinal: i64,
+    pub x: f64,
+    pub a: TrendPoint,
+    pub b: TrendPoint,
+    /// The largest holes' difference there, either way.
+    pub gap: u64,
+    pub handle_a: String,
+    pub handle_b: String,
 }
 
 /// Match the memories of `a` and `b` and line up their provenances.
@@ -105,32 +138,102 @@ pub fn compare<'r>(a: &'r RunFigures, b: &'r RunFigures) -> Comparison<'r> {
             b: in_b,
         })
         .collect();
-    let mut peaks: BTreeMap<&Option<String>, [u64; 2]> = BTreeMap::new();
-    for (side, run) in [a, b].into_iter().enumerate() {
-        for (name, bytes) in &run.provenances {
-            peaks.entry(name).or_default()[side] = *bytes;
-        }
-    }
-    let mut provenances: Vec<ProvenanceChange> = peaks
-        .into_iter()
-        .map(|(name, [in_a, in_b])| ProvenanceChange {
-            provenance: name.clone(),
-            a: in_a,
-            b: in_b,
-        })
-        .collect();
-    provenances.sort_by(|x, y| {
-        y.difference()
-            .unsigned_abs()
-            .cmp(&x.difference().unsigned_abs())
-            .then_with(|| x.provenance.cmp(&y.provenance))
-    });
     Comparison {
         a,
         b,
         memories,
-        provenances,
+        provenances: line_up(&a.provenances, &b.provenances),
+        objects: line_up(&a.objects, &b.objects),
     }
+}
+
+/// Each name's peak in A and in B, largest change (either way) first, then by name.
+fn line_up(a: &[(Option<String>, u64)], b: &[(Option<String>, u64)]) -> Vec<PeakChange> {
+    let mut peaks: BTreeMap<&Option<String>, [u64; 2]> = BTreeMap::new();
+    for (side, list) in [a, b].into_iter().enumerate() {
+        for (name, bytes) in list {
+            peaks.entry(name).or_default()[side] = *bytes;
+        }
+    }
+    let mut changes: Vec<PeakChange> = peaks
+        .into_iter()
+        .map(|(name, [in_a, in_b])| PeakChange {
+            name: name.clone(),
+            a: in_a,
+            b: in_b,
+        })
+        .collect();
+    changes.sort_by(|x, y| {
+        y.difference()
+            .unsigned_abs()
+            .cmp(&x.difference().unsigned_abs())
+            .then_with(|| x.name.cmp(&y.name))
+    });
+    changes
+}
+
+/// The point of `points` (in x order) in force at `x`: the latest at or before it.
+fn in_force(points: &[TrendPoint], x: f64) -> Option<&TrendPoint> {
+    let after = points.partition_point(|point| point.x <= x);
+    after.checked_sub(1).map(|at| &points[at])
+}
+
+/// For each memory matched on both sides, the moment its largest hole differs most between the
+/// runs (the earliest such), from each run's points by memory id (x ascending); the `limit`
+/// memories that differ most first. Both runs are read as steps: between two of its snapshots a
+/// run is as its earlier one showed, and before its first it is not compared.
+pub fn divergences(
+    comparison: &Comparison<'_>,
+    points_a: &std::collections::HashMap<i64, Vec<TrendPoint>>,
+    points_b: &std::collections::HashMap<i64, Vec<TrendPoint>>,
+    limit: usize,
+) -> Vec<Divergence> {
+    let mut found = Vec::new();
+    for matched in &comparison.memories {
+        let (Some(memory_a), Some(memory_b)) = (matched.a, matched.b) else {
+            continue;
+        };
+        let (Some(line_a), Some(line_b)) = (
+            points_a.get(&memory_a.memory_id),
+            points_b.get(&memory_b.memory_id),
+        ) else {
+            continue;
+        };
+        let mut best: Option<Divergence> = None;
+        for x in line_a.iter().chain(line_b.iter()).map(|point| point.x) {
+            let (Some(a), Some(b)) = (in_force(line_a, x), in_force(line_b, x)) else {
+                continue;
+            };
+            let (Some(hole_a), Some(hole_b)) = (a.largest_hole, b.largest_hole) else {
+                continue;
+            };
+            let gap = hole_a.abs_diff(hole_b);
+            let better = best
+                .as_ref()
+                .is_none_or(|best| gap > best.gap || (gap == best.gap && x < best.x));
+            if better {
+                best = Some(Divergence {
+                    node: matched.node,
+                    kind: matched.kind.clone(),
+                    ordinal: matched.ordinal,
+                    x,
+                    a: *a,
+                    b: *b,
+                    gap,
+                    handle_a: memory_a.handle.clone(),
+                    handle_b: memory_b.handle.clone(),
+                });
+            }
+        }
+        found.extend(best.filter(|divergence| divergence.gap > 0));
+    }
+    found.sort_by(|x, y| {
+        y.gap
+            .cmp(&x.gap)
+            .then_with(|| (x.node, &x.kind, x.ordinal).cmp(&(y.node, &y.kind, y.ordinal)))
+    });
+    found.truncate(limit);
+    found
 }
 
 impl Comparison<'_> {
@@ -236,4 +339,66 @@ fn holes_and_use(matched: &MatchedMemory<'_>, b_verb: &str, a_verb: &str) -> Str
         _ => String::new(),
     };
     format!("{hole}{used}.")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn memory(memory_id: i64) -> MemoryFigures {
+        MemoryFigures {
+            node: 0,
+            kind: "GPU_FB_MEM".into(),
+            ordinal: 0,
+            handle: format!("0x{memory_id:x}"),
+            memory_id,
+            peak_used: None,
+            lowest_largest_hole: None,
+            peak_fragmentation: None,
+            failed_requests: 0,
+        }
+    }
+
+    fn point(x: f64, snapshot_id: i64, hole: u64) -> TrendPoint {
+        TrendPoint {
+            x,
+            snapshot_id,
+            seq: snapshot_id,
+            largest_hole: Some(hole),
+            used: None,
+        }
+    }
+
+    /// Snapshots at different moments: each run is read as its latest snapshot at or before a
+    /// moment, and before its first it is not compared. A: 100 at 0, 50 at 10; B: 100 at 5, 90
+    /// at 12. Differences: at 5, 0; at 10, 50 (A's 10 against B's 5); at 12, 40. At 0 B has none.
+    #[test]
+    fn runs_are_compared_as_steps_at_every_moment_either_has() {
+        let a = RunFigures {
+            run: "a".into(),
+            memories: vec![memory(1)],
+            ..RunFigures::default()
+        };
+        let b = RunFigures {
+            run: "b".into(),
+            memories: vec![memory(2)],
+            ..RunFigures::default()
+        };
+        let comparison = compare(&a, &b);
+        let points_a = HashMap::from([(1, vec![point(0.0, 10, 100), point(10.0, 11, 50)])]);
+        let points_b = HashMap::from([(2, vec![point(5.0, 20, 100), point(12.0, 21, 90)])]);
+        let found = divergences(&comparison, &points_a, &points_b, 10);
+        assert_eq!(found.len(), 1);
+        assert_eq!((found[0].x, found[0].gap), (10.0, 50));
+        assert_eq!((found[0].a.snapshot_id, found[0].b.snapshot_id), (11, 20));
+        // Runs that never differ give no moment.
+        let same = divergences(
+            &comparison,
+            &points_a,
+            &points_a.values().map(|v| (2, v.clone())).collect(),
+            10,
+        );
+        assert!(same.is_empty());
+    }
 }

@@ -354,14 +354,19 @@ pub struct CompareArgs {
     /// The database of the second run (default: the first run's).
     #[arg(long, value_name = "DB")]
     pub other: Option<PathBuf>,
-    /// Which rows csv, json and ndjson give: one per matched memory, or one per provenance (the
-    /// table for people shows both).
+    /// Which rows csv, json and ndjson give: one per matched memory, per provenance or per client
+    /// object (the table for people shows them all).
     #[arg(long, value_enum, default_value = "memory")]
     pub by: CompareBy,
     /// Also draw both runs' largest hole and used bytes, one panel per memory kind and figure,
     /// A solid and B dashed, into this SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub out: Option<PathBuf>,
+    /// Also write a page: the verdict, the chart, the moments where each matched memory's largest
+    /// hole differs most, and the tables. Each moment links into a map page of each run written
+    /// beside it (FILE's name with -a-map.html and -b-map.html).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
     /// The chart's x axis: seconds since each run started (so the runs line up), or seq.
     #[arg(long = "x", value_enum, default_value_t = XAxisArg::Time)]
     pub x_axis: XAxisArg,
@@ -376,6 +381,8 @@ pub enum CompareBy {
     Memory,
     /// One per provenance, largest change first.
     Provenance,
+    /// One per client object (a Legate store, say, matched by its id), largest change first.
+    Object,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,7 @@
 use std::io::{self, Write};
 
 mod cell;
+pub mod html;
 mod layout;
 pub mod rows;
 mod table;

@@ -1,5 +1,5 @@
-//! A run's figures for `memstate compare`: each memory over all its snapshots, and each
-//! provenance's peak bytes held, from one database.
+//! A run's figures for `memstate compare`: each memory over all its snapshots, each provenance's
+//! and client object's peak bytes held, and each memory's points in time, from one database.
 
 use std::collections::HashMap;
 
@@ -7,7 +7,7 @@ use rusqlite::{params, Connection};
 
 use super::load::to_u64;
 use super::{query_error, select};
-use crate::analysis::compare::{MemoryFigures, RunFigures};
+use crate::analysis::compare::{MemoryFigures, RunFigures, TrendPoint};
 use crate::error::Result;
 
 /// The figures of `run` in this database (a run that is not there is an error that names the
@@ -17,7 +17,8 @@ pub fn run_figures(conn: &Connection, run: &str) -> Result<RunFigures> {
     Ok(RunFigures {
         run: run.to_string(),
         memories: memories(conn, run)?,
-        provenances: provenance_peaks(conn, run)?,
+        provenances: peaks(conn, run, BY_PROVENANCE)?,
+        objects: peaks(conn, run, BY_OBJECT)?,
     })
 }
 
@@ -56,20 +57,29 @@ fn memories(conn: &Connection, run: &str) -> Result<Vec<MemoryFigures>> {
     Ok(rows)
 }
 
-/// Each provenance's peak: the most bytes its allocations (not those still pending) held at one
-/// snapshot. Swept over the allocation spans node by node (a span adds its bytes at its first
-/// snapshot and takes them away after its last), so the cost is the run's spans, not its rows
-/// of every allocation at every snapshot.
-fn provenance_peaks(conn: &Connection, run: &str) -> Result<Vec<(Option<String>, u64)>> {
-    let mut statement = conn
-        .prepare(
-            "SELECT m.node, a.first_seq, a.last_seq, a.size, a.provenance
-             FROM memory m JOIN run r ON r.id = m.run_id
-             JOIN allocation_span a ON a.memory_id = m.id
-             WHERE r.name = ?1 AND a.state <> 3",
-        )
-        .map_err(query_error)?;
-    // (node, seq, bytes added, provenance id): a span's bytes come at its first seq and go at the
+/// The spans of a run with their provenance (a string id, NULL when none).
+const BY_PROVENANCE: &str = "SELECT m.node, a.first_seq, a.last_seq, a.size, a.provenance
+     FROM memory m JOIN run r ON r.id = m.run_id
+     JOIN allocation_span a ON a.memory_id = m.id
+     WHERE r.name = ?1 AND a.state <> 3";
+
+/// The spans of a run once for each client object whose fields they hold (a search of
+/// allocation_object by run and uid): an allocation's bytes count whole for every object it holds
+/// a field of, since it keeps each of them in memory.
+const BY_OBJECT: &str = "SELECT DISTINCT m.node, a.first_seq, a.last_seq, a.size, ao.object_key, a.memory_id, a.level, a.uid
+     FROM memory m JOIN run r ON r.id = m.run_id
+     JOIN allocation_span a ON a.memory_id = m.id
+     JOIN allocation_object ao ON ao.run_id = r.id AND ao.uid = a.uid
+     WHERE r.name = ?1 AND a.state <> 3";
+
+/// Each key's peak (a provenance or a client object, by the spans `sql` gives with their key):
+/// the most bytes its allocations (not those still pending) held at one snapshot of one node.
+/// Swept over the allocation spans node by node (a span adds its bytes at its first snapshot and
+/// takes them away after its last), so the cost is the run's spans, not its rows of every
+/// allocation at every snapshot.
+fn peaks(conn: &Connection, run: &str, sql: &str) -> Result<Vec<(Option<String>, u64)>> {
+    let mut statement = conn.prepare(sql).map_err(query_error)?;
+    // (node, seq, bytes added, key): a span's bytes come at its first seq and go at the
     // seq after its last.
     let mut changes: Vec<(i64, i64, i64, Option<i64>)> = Vec::new();
     let mut rows = statement.query(params![run]).map_err(query_error)?;
@@ -121,4 +131,52 @@ fn provenance_peaks(conn: &Connection, run: &str) -> Result<Vec<(Option<String>,
     }
     out.sort();
     Ok(out)
+}
+
+/// Each memory's points of `run` by memory id, in seq order: x is `x_column` of `memory_trend`
+/// (`time_s` counted from the run's first snapshot, or `seq`).
+pub fn trend_points(
+    conn: &Connection,
+    run: &str,
+    x_column: &str,
+) -> Result<HashMap<i64, Vec<TrendPoint>>> {
+    let x = if x_column == "seq" { "seq" } else { "time_s" };
+    let mut statement = conn
+        .prepare(&format!(
+            "SELECT memory_id, {x}, snapshot_id, seq, largest_hole, used_bytes FROM memory_trend
+             WHERE run = ?1 ORDER BY memory_id, seq"
+        ))
+        .map_err(query_error)?;
+    let mut rows = statement.query(params![run]).map_err(query_error)?;
+    let mut by_memory: HashMap<i64, Vec<TrendPoint>> = HashMap::new();
+    while let Some(row) = rows.next().map_err(query_error)? {
+        let memory_id: i64 = row.get(0).map_err(query_error)?;
+        by_memory.entry(memory_id).or_default().push(TrendPoint {
+            x: row.get(1).map_err(query_error)?,
+            snapshot_id: row.get(2).map_err(query_error)?,
+            seq: row.get(3).map_err(query_error)?,
+            largest_hole: row
+                .get::<_, Option<i64>>(4)
+                .map_err(query_error)?
+                .map(to_u64),
+            used: row
+                .get::<_, Option<i64>>(5)
+                .map_err(query_error)?
+                .map(to_u64),
+        });
+    }
+    if x == "time_s" {
+        let start = by_memory
+            .values()
+            .flat_map(|points| points.iter().map(|point| point.x))
+            .fold(f64::INFINITY, f64::min);
+        for points in by_memory.values_mut() {
+            for point in points.iter_mut() {
+                point.x -= start;
+            }
+            // Seq order is time order within a node; said so, not assumed, for the search.
+            points.sort_by(|p, q| p.x.total_cmp(&q.x));
+        }
+    }
+    Ok(by_memory)
 }

@@ -554,15 +554,12 @@ pub fn render(page: &Page) -> String {
         .replacen("__MEMSTATE_DATA__", &embedded, 1)
         .replacen(
             "<title>memstate map</title>",
-            &format!("<title>{}</title>", escape(page.title)),
+            &format!(
+                "<title>{}</title>",
+                crate::present::html::escape(page.title)
+            ),
             1,
         )
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// A page of frames alone (no request marked, no history).

@@ -1,8 +1,9 @@
 //! Seeing the memory: [`terminal`] draws a proportional bar per memory, [`html`] writes one
 //! self-contained interactive page, [`page`] makes one from stories and what was gathered for it,
-//! [`plot`] draws trend charts as SVG. The painting rules shared
+//! [`plot`] draws trend charts as SVG, [`compare_page`] puts two runs side by side. The painting rules shared
 //! by the first two live here: what fills each byte of a memory, one category per byte.
 
+pub mod compare_page;
 pub mod html;
 pub mod page;
 pub mod plot;

@@ -15,6 +15,12 @@ fn at(uid: u64, offset: i64, size: i64, provenance: &str) -> Value {
            "size": size * KIB, "provenance": provenance})
 }
 
+/// An allocation holding field 1 of the client object `object`.
+fn of(mut allocation: Value, object: &str) -> Value {
+    allocation["fields"] = json!([{"id": 1, "size": 4, "object": object}]);
+    allocation
+}
+
 fn memory(id: &str, allocations: Vec<Value>, failed: Option<i64>) -> Value {
     let mut memory = json!({"id": id, "kind": "GPU_FB_MEM", "capacity": 1024 * KIB,
                             "allocations": allocations});
@@ -33,12 +39,13 @@ fn dump(run: &str, seq: i64, oom: bool, memories: Vec<Value>) -> Value {
 const GPU0: &str = "0x1e00000000000002";
 const GPU1: &str = "0x1e00000000000003";
 
-/// Run `before`: two GPUs. GPU0 holds 256 KiB at 0, then also 256 KiB at 512 KiB, then also
-/// 64 KiB at 320 KiB, where a request of 400 KiB fails. GPU1 holds 128 KiB throughout.
+/// Run `before`: two GPUs. GPU0 holds 256 KiB at 0 (of object x), then also 256 KiB at 512 KiB
+/// (of y), then also 64 KiB at 320 KiB (of x), where a request of 400 KiB fails. GPU1 holds
+/// 128 KiB throughout (of no object).
 fn before(dir: &Path) -> Vec<PathBuf> {
     let gpu1 = || memory(GPU1, vec![at(10, 0, 128, "p.py:2")], None);
-    let a1 = || at(1, 0, 256, "p.py:1");
-    let a2 = || at(2, 512, 256, "p.py:1");
+    let a1 = || of(at(1, 0, 256, "p.py:1"), "x");
+    let a2 = || of(at(2, 512, 256, "p.py:1"), "y");
     vec![
         write_json(
             dir,
@@ -68,7 +75,11 @@ fn before(dir: &Path) -> Vec<PathBuf> {
                 2,
                 true,
                 vec![
-                    memory(GPU0, vec![a1(), a2(), at(3, 320, 64, "p.py:3")], Some(400)),
+                    memory(
+                        GPU0,
+                        vec![a1(), a2(), of(at(3, 320, 64, "p.py:3"), "x")],
+                        Some(400),
+                    ),
                     gpu1(),
                 ],
             ),
@@ -76,10 +87,11 @@ fn before(dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
-/// Run `after`: GPU0 alone, the same allocations packed (256 KiB at 0 and 256, 64 KiB at 512).
+/// Run `after`: GPU0 alone, the same allocations packed (256 KiB at 0 and 256, 64 KiB at 512),
+/// the last one now of object z.
 fn after(dir: &Path) -> Vec<PathBuf> {
-    let a1 = || at(1, 0, 256, "p.py:1");
-    let a2 = || at(2, 256, 256, "p.py:1");
+    let a1 = || of(at(1, 0, 256, "p.py:1"), "x");
+    let a2 = || of(at(2, 256, 256, "p.py:1"), "y");
     vec![
         write_json(
             dir,
@@ -105,7 +117,7 @@ fn after(dir: &Path) -> Vec<PathBuf> {
                 false,
                 vec![memory(
                     GPU0,
-                    vec![a1(), a2(), at(3, 512, 64, "p.py:3")],
+                    vec![a1(), a2(), of(at(3, 512, 64, "p.py:3"), "z")],
                     None,
                 )],
             ),
@@ -232,6 +244,33 @@ fn two_runs_compare_by_hand_both_ways() {
                 json!(0)
             ),
             (json!("p.py:3"), json!(64 * KIB), json!(64 * KIB), json!(0)),
+        ]
+    );
+    // By client object: x held 256 KiB, then 320 KiB with the 64 KiB allocation before, 256 KiB
+    // after; y 256 KiB in both; z only after, 64 KiB. Largest change first, then by name.
+    let objects: Vec<(Value, Value, Value, Value)> =
+        json_rows(&db, &["before", "after", "--by", "object"])
+            .iter()
+            .map(|row| {
+                (
+                    row["object"].clone(),
+                    row["peak_bytes_a"].clone(),
+                    row["peak_bytes_b"].clone(),
+                    row["peak_bytes_change"].clone(),
+                )
+            })
+            .collect();
+    assert_eq!(
+        objects,
+        [
+            (
+                json!("x"),
+                json!(320 * KIB),
+                json!(256 * KIB),
+                json!(-64 * KIB)
+            ),
+            (json!("z"), json!(0), json!(64 * KIB), json!(64 * KIB)),
+            (json!("y"), json!(256 * KIB), json!(256 * KIB), json!(0)),
         ]
     );
     // The verdict, both ways, and how the memories matched.
@@ -383,4 +422,94 @@ fn the_chart_draws_both_runs_per_kind_and_figure() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(2));
     assert!(!png.exists());
+}
+
+/// `--html FILE`: the page names the moment GPU0's largest hole differs most, worked out by hand
+/// (at 1 s: 256 KiB before, 512 KiB after; at 0 s both 768 KiB, at 2 s 256 against 448 KiB), and
+/// links into each run's map page, written beside it, at that memory and snapshot. GPU1 is in
+/// one run only: no moment.
+#[test]
+fn the_page_links_into_each_runs_map_where_they_differ_most() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("both.db");
+    imported(&db, &before(dir.path()));
+    imported(&db, &after(dir.path()));
+    let page = dir.path().join("compare.html");
+    let printed = said(&db, &["before", "after", "--html", page.to_str().unwrap()]);
+    assert!(printed.contains("compare-a-map.html"), "{printed}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("after fixed the out-of-memory error of before"),
+        "the verdict is on the page"
+    );
+    let snapshot = |run: &str, seq: i64| -> i64 {
+        rusqlite::Connection::open(&db)
+            .unwrap()
+            .query_row(
+                "SELECT snapshot_id FROM snapshots WHERE run = ?1 AND seq = ?2",
+                rusqlite::params![run, seq],
+                |row| row.get(0),
+            )
+            .unwrap()
+    };
+    let moments = html
+        .split("<table id=\"moments\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</table>").next())
+        .expect("a table of moments");
+    let rows: Vec<&str> = moments.split("<tr>").skip(2).collect();
+    assert_eq!(rows.len(), 1, "{moments}");
+    let cells: Vec<&str> = rows[0]
+        .split("<td")
+        .skip(1)
+        .map(|cell| {
+            let text = cell.split_once('>').unwrap().1;
+            text.split("</td>").next().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        &cells[..8],
+        [
+            "0",
+            "GPU_FB_MEM",
+            "0",
+            "1.000 s",
+            "256 KiB",
+            "512 KiB",
+            "512 KiB",
+            "512 KiB"
+        ],
+        "{cells:?}"
+    );
+    let link_a = format!(
+        "href=\"compare-a-map.html#memory={GPU0}&amp;snapshot={}\"",
+        snapshot("before", 1)
+    );
+    let link_b = format!(
+        "href=\"compare-b-map.html#memory={GPU0}&amp;snapshot={}\"",
+        snapshot("after", 1)
+    );
+    assert!(cells[8].contains(&link_a), "{cells:?} lacks {link_a}");
+    assert!(cells[9].contains(&link_b), "{cells:?} lacks {link_b}");
+    // Each map page holds its run's snapshot of that moment.
+    for (letter, run) in [("a", "before"), ("b", "after")] {
+        let map =
+            std::fs::read_to_string(dir.path().join(format!("compare-{letter}-map.html"))).unwrap();
+        assert!(
+            map.contains(&format!("{run} ({})", letter.to_uppercase())),
+            "the map names its run"
+        );
+        assert!(map.contains(GPU0));
+    }
+    // The chart is on the page.
+    assert!(html.contains("A = before (solid), B = after (dashed)"));
+    // A page that is not HTML is refused before anything is written.
+    let text = dir.path().join("compare.txt");
+    let refused = on_db(&db)
+        .args(["compare", "before", "after", "--html"])
+        .arg(&text)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(!text.exists());
 }

@@ -229,8 +229,16 @@ impl Panel<'_> {
         for (index, line) in self.lines.iter().enumerate() {
             let y = 60 + index as i32 * 26;
             let style = line.colour.stroke_width(if line.failed { 5 } else { 2 });
-            area.draw(&PathElement::new(vec![(8, y), (36, y)], style))
-                .map_err(plot_error)?;
+            // The swatch drawn as the line is: two short strokes for a dashed one.
+            let strokes: &[(i32, i32)] = if line.dashed {
+                &[(8, 18), (26, 36)]
+            } else {
+                &[(8, 36)]
+            };
+            for &(from, to) in strokes {
+                area.draw(&PathElement::new(vec![(from, y), (to, y)], style))
+                    .map_err(plot_error)?;
+            }
             let label = if line.failed {
                 format!("{}  (out of memory)", line.series.label())
             } else {
