@@ -119,7 +119,11 @@ fn outcome(db: &Path) -> Outcome {
         .expect("bench: figures");
     let figures = statement
         .query_map([], |row| {
-            Ok((row.get(0)?, row.get(1)?, [row.get(2)?, row.get(3)?, row.get(4)?]))
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                [row.get(2)?, row.get(3)?, row.get(4)?],
+            ))
         })
         .expect("bench: figures")
         .map(|row| row.expect("bench: figure"))
