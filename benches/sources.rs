@@ -16,6 +16,12 @@
 //!   referenced 6,000 times through the memo; 5M trace events; a Legate report of 1M instances;
 //!   a Realm status of 1M ranges.
 //!
+//! - prof (issue 47): a Legion Prof profile of 1 GiB (`MEMSTATE_BENCH_PROF_MIB`) in Legate
+//!   26.06's form (the header of tests/data/legion-prof/26.06/pressure, then task records with
+//!   an instance record every hundred, each instance living while the next hundred are made)
+//!   imported: time (median of 3) at most 3 times `wc -l` over it (reading it once), and peak
+//!   memory under 100 MiB.
+//!
 //! The inputs are written here, as their producers write them, into a temporary folder.
 
 mod common;
@@ -521,6 +527,86 @@ fn issue_46_inputs(dir: &Path) -> Vec<(&'static str, std::path::PathBuf)> {
     inputs
 }
 
+/// A Legion Prof profile of about `bytes`: the real header, a machine, a memory, then TaskInfo
+/// records (id 18, 80 bytes each after the id) with an InstTimelineInfo (id 22) every hundred.
+fn write_profile(path: &Path, bytes: u64) -> u64 {
+    let real = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/legion-prof/26.06/pressure/legate_0.prof"
+    ))
+    .expect("bench: the profile fixture");
+    let end = real
+        .windows(2)
+        .position(|pair| pair == b"\n\n")
+        .expect("bench: the fixture's header")
+        + 2;
+    let mut out = BufWriter::with_capacity(
+        1 << 20,
+        std::fs::File::create(path).expect("bench: create profile"),
+    );
+    let mut put = |bytes: &[u8]| out.write_all(bytes).expect("bench: write profile");
+    put(&real[..end]);
+    // MachineDesc {id:10, node_id, num_nodes, hostname, host_id, process_id}
+    put(&10u32.to_le_bytes());
+    put(&0u32.to_le_bytes());
+    put(&1u32.to_le_bytes());
+    put(b"bench\0");
+    put(&7u64.to_le_bytes());
+    put(&1u32.to_le_bytes());
+    // MemDesc {id:7, mem_id, kind 2 (SYSTEM_MEM), capacity 64 GiB}
+    put(&7u32.to_le_bytes());
+    put(&0x1e00_0000_0000_0000u64.to_le_bytes());
+    put(&2u32.to_le_bytes());
+    put(&(64u64 << 30).to_le_bytes());
+    let mut written = end as u64 + 50;
+    let (mut record, mut instances) = (0u64, 0u64);
+    while written < bytes {
+        record += 1;
+        if record % 100 == 0 {
+            instances += 1;
+            let time = record * 1000;
+            put(&22u32.to_le_bytes());
+            for value in [
+                instances,
+                0x4000_0000_0000_0000 | instances,
+                0x1e00_0000_0000_0000,
+                4096 * (1 + instances % 16),
+                record,
+                time,
+                time + 10,
+                time + 100_000,
+                0,
+            ] {
+                put(&value.to_le_bytes());
+            }
+            written += 76;
+        } else {
+            put(&18u32.to_le_bytes());
+            put(&record.to_le_bytes());
+            put(&7u32.to_le_bytes());
+            put(&1u32.to_le_bytes());
+            for value in [0x1d00_0000_0000_0002u64, record, record, record, record, 0, 0, record] {
+                put(&value.to_le_bytes());
+            }
+            written += 84;
+        }
+    }
+    drop(put);
+    out.flush().expect("bench: write profile");
+    instances
+}
+
+fn wc_seconds(path: &Path) -> f64 {
+    let started = Instant::now();
+    let output = Command::new("wc")
+        .arg("-l")
+        .arg(path)
+        .output()
+        .expect("bench: run wc");
+    assert!(output.status.success(), "bench: wc failed");
+    started.elapsed().as_secs_f64()
+}
+
 fn grep_seconds(path: &Path) -> f64 {
     let started = Instant::now();
     let output = Command::new("grep")
@@ -581,6 +667,48 @@ fn main() {
             Some(peak < 100.0),
         );
         let _ = std::fs::remove_file(&log);
+    }
+    if wanted("prof") {
+        let mib = size_mib("MEMSTATE_BENCH_PROF_MIB", 1024);
+        let profile = dir.path().join("legate_0.prof");
+        let instances = write_profile(&profile, mib * MIB);
+        println!("prof: {mib} MiB Legion Prof profile, {instances} instances");
+        let wc = median((0..3).map(|_| wc_seconds(&profile)).collect());
+        let mut times = Vec::new();
+        let mut peak: f64 = 0.0;
+        for round in 0..3 {
+            let db = dir.path().join(format!("prof-{round}.db"));
+            let ran = run_binary_quietly(
+                &[
+                    "--db".into(),
+                    db.display().to_string(),
+                    "import".into(),
+                    "--quiet".into(),
+                    profile.display().to_string(),
+                ],
+                timeout,
+            );
+            assert!(ran.ok, "bench: the profile import failed");
+            times.push(ran.seconds);
+            peak = peak.max(ran.peak_mib);
+        }
+        let import = median(times);
+        report("wc -l (median of 3)", &format!("{wc:.2} s"), "", None);
+        report("import (median of 3)", &format!("{import:.2} s"), "", None);
+        let ratio = import / wc;
+        report(
+            "import / wc -l",
+            &format!("{ratio:.2}x"),
+            "<= 3x",
+            Some(ratio <= 3.0),
+        );
+        report(
+            "import peak memory",
+            &format!("{peak:.0} MiB"),
+            "< 100 MiB",
+            Some(peak < 100.0),
+        );
+        let _ = std::fs::remove_file(&profile);
     }
     if wanted("bounds") {
         println!("bounds: peak memory of each source against 4x its input + 64 MiB");

@@ -165,17 +165,17 @@ pub fn counted(count: u64, noun: &str) -> String {
     }
 }
 
-/// A duration: a number and ms, s or m (500ms, 2s, 1.5s, 1m).
+/// A duration: a number and ns, us, ms, s or m (250us, 500ms, 2s, 1.5s, 1m).
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| c.is_alphabetic()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let value: f64 = number
         .trim()
         .parse()
         .map_err(|_| format!("{text:?}: expected a duration such as 500ms, 2s or 1m"))?;
     let seconds = match unit.trim() {
+        "ns" => value / 1e9,
+        "us" | "µs" => value / 1e6,
         "ms" => value / 1000.0,
         "s" | "" => value,
         "m" | "min" => value * 60.0,

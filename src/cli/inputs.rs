@@ -47,8 +47,8 @@ pub struct ReadArgs {
     pub max_row_ratio: u64,
 
     /// What the inputs are: found from each file's content (auto), memstate's own dumps, a log
-    /// holding Legate's out-of-memory reports or Realm's allocator status, or a PyTorch allocator
-    /// snapshot. A file that is none of these, or not the kind forced, is refused whole.
+    /// holding Legate's out-of-memory reports or Realm's allocator status, a PyTorch allocator
+    /// snapshot, or a Legion Prof profile. A file that is none of these, or not the kind forced, is refused whole.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto, value_name = "KIND")]
     pub source: SourceArg,
 
@@ -61,6 +61,19 @@ pub struct ReadArgs {
     /// final one, a snapshot rebuilt from its trace every N events.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub every: Option<u64>,
+
+    /// How a foreign input's snapshots are numbered per node (their seq): in the order the input
+    /// tells them (file), or by their time in microseconds (time). With time, the inputs of one
+    /// run on one clock interleave in time order: a Legion Prof profile and the log Legate
+    /// printed (import them together with --run NAME --seq-by time).
+    #[arg(long, value_enum, default_value = "file", value_name = "ORDER")]
+    pub seq_by: SeqBy,
+
+    /// For a Legion Prof profile: a snapshot every DURATION of the run (500ms, 2s, 1m), and at
+    /// each memory's peak. Default: one after each change while there are at most 200, else
+    /// 200 over the run.
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    pub prof_step: Option<std::time::Duration>,
 
     /// Print the summary in this format (csv/json/ndjson are exact and machine-readable).
     #[arg(long, default_value = "table", value_parser = format_parser())]
@@ -201,4 +214,22 @@ pub struct SimulateArgs {
     /// Do not show a progress bar even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// A duration longer than zero (`--prof-step`).
+fn positive_duration(text: &str) -> Result<std::time::Duration, String> {
+    match parse_duration(text)? {
+        duration if duration.is_zero() => Err(format!("{text:?}: a step longer than 0")),
+        duration => Ok(duration),
+    }
+}
+
+/// How foreign snapshots are numbered (`--seq-by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SeqBy {
+    /// In the order the input tells them, from 0 per node.
+    #[default]
+    File,
+    /// By their time in microseconds.
+    Time,
 }

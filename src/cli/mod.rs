@@ -9,7 +9,7 @@ use memstate::units::parse_positive_size;
 mod inputs;
 mod values;
 
-pub use inputs::{ImportArgs, ReadArgs, SimulateArgs, ValidateArgs};
+pub use inputs::{ImportArgs, ReadArgs, SeqBy, SimulateArgs, ValidateArgs};
 use memstate::present::Format;
 use values::{format_parser, ReportName};
 pub use values::{

@@ -198,6 +198,8 @@ pub enum SourceArg {
     RealmAllocator,
     /// A PyTorch CUDA allocator snapshot (the pickle torch.cuda.memory._dump_snapshot writes).
     TorchSnapshot,
+    /// A Legion Prof profile (legate --profile's legate_N.prof, -lg:prof's prof_N.gz).
+    LegionProf,
 }
 
 impl From<SourceArg> for memstate::import::source::Kind {
@@ -208,6 +210,7 @@ impl From<SourceArg> for memstate::import::source::Kind {
             SourceArg::LegateOom => memstate::import::source::Kind::LegateOom,
             SourceArg::RealmAllocator => memstate::import::source::Kind::RealmAllocator,
             SourceArg::TorchSnapshot => memstate::import::source::Kind::TorchSnapshot,
+            SourceArg::LegionProf => memstate::import::source::Kind::LegionProf,
         }
     }
 }

@@ -54,6 +54,10 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
             kind: args.source.into(),
             run: args.run.clone(),
             every: args.every,
+            prof_step_ns: args
+                .prof_step
+                .map(|step| u64::try_from(step.as_nanos()).unwrap_or(u64::MAX)),
+            seq_by_time: args.seq_by == crate::cli::SeqBy::Time,
             wait_for_open_reports: false,
         },
     }

@@ -320,8 +320,19 @@ impl Statements<'_, '_> {
             return Ok(Existing::Same { snapshot_id });
         }
         if !replace {
+            // Two files numbered from 0 into one run and node: say how to interleave them.
+            let file = |source: &str| {
+                source
+                    .rsplit_once(':')
+                    .map_or(source.to_string(), |(file, _)| file.to_string())
+            };
+            let hint = if file(&earlier_source) != file(source) {
+                "; two inputs of one run and node: import them with --seq-by time to number their snapshots by time, or name another --run"
+            } else {
+                ""
+            };
             return Err(Error::whole_input(source, format!(
-                    "a different dump of run {:?}, node {}, seq {} is already imported (snapshot {snapshot_id}, from {earlier_source}); refused (use --replace to replace it)",
+                    "a different dump of run {:?}, node {}, seq {} is already imported (snapshot {snapshot_id}, from {earlier_source}); refused (use --replace to replace it){hint}",
                     dump.run.id, node, seq
                 ),
             ));

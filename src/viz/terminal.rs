@@ -108,7 +108,7 @@ pub fn draw(
             "  unknown: {} (the input does not say){}",
             layout.unknown.names().join(", "),
             if layout.unknown.placement {
-                "; the allocations are drawn in stand-in places, end to end"
+                "; the allocations are drawn in stand-in places (their sizes are known, not where they lie)"
             } else {
                 ""
             }

@@ -25,6 +25,7 @@ mod outputs;
 mod parquet_runner;
 mod pickle_bounds;
 mod pickles;
+mod prof;
 mod queries;
 mod reader;
 mod schema;

@@ -10,6 +10,8 @@
 //!   (`BasicRangeAllocator::dump_allocator_status`).
 //! - [`torch`]: PyTorch's CUDA allocator snapshots (the pickle `_dump_snapshot` writes), read by
 //!   [`pickle`], which never runs code.
+//! - [`prof`]: Legion Prof's binary profiles (`legate --profile`, `-lg:prof`): each memory's live
+//!   instances over time, read by the layouts the profile's own header declares.
 //!
 //! The kind is found by trying (`--source auto`), or forced: a pickle is told by its header; a
 //! file whose first JSON value starts at its first byte (not a Realm log prefix, `[0 - 7f..]`) and
@@ -23,6 +25,7 @@ pub mod legate;
 mod lines;
 mod log;
 pub mod pickle;
+pub mod prof;
 pub mod realm;
 pub mod torch;
 
@@ -46,6 +49,7 @@ pub enum Kind {
     LegateOom,
     RealmAllocator,
     TorchSnapshot,
+    LegionProf,
 }
 
 impl Kind {
@@ -70,6 +74,10 @@ pub trait Source: Sync {
     /// claim nothing here: they are told by finding their lines.
     fn claims(&self, _head: &[u8]) -> bool {
         false
+    }
+    /// The run of an input that names none, from its file's stem (`--run` aside): the stem.
+    fn run_of_stem(&self, stem: String) -> String {
+        stem
     }
     /// For a log source: a reader to feed the log's lines to.
     fn line_reader(&self) -> Option<Box<dyn LineReader>> {
@@ -106,7 +114,12 @@ pub trait LineReader {
 }
 
 /// Every source memstate reads, once.
-pub static SOURCES: &[&dyn Source] = &[&torch::Torch, &legate::Legate, &realm::Realm];
+pub static SOURCES: &[&dyn Source] = &[
+    &torch::Torch,
+    &prof::LegionProf,
+    &legate::Legate,
+    &realm::Realm,
+];
 
 fn source_of(kind: Kind) -> Option<&'static dyn Source> {
     SOURCES.iter().copied().find(|source| source.kind() == kind)
@@ -120,6 +133,13 @@ pub struct Options {
     pub run: Option<String>,
     /// For a PyTorch snapshot: also a rebuilt snapshot every this many trace events.
     pub every: Option<u64>,
+    /// For a Legion Prof profile: a snapshot every this many nanoseconds (else after each change
+    /// while there are few, else [`prof::SNAPSHOTS`] over the run), and at each memory's peak.
+    pub prof_step_ns: Option<u64>,
+    /// Number each node's snapshots by their time in microseconds (strictly increasing), not in
+    /// the order the input tells them: inputs of one run on one clock (a Legion Prof profile and
+    /// the log the same run printed, both on Realm's clock) then interleave in time order.
+    pub seq_by_time: bool,
     /// A log whose last report is still open at its end is refused as not yet whole (an
     /// [`Error::Read`] saying so), not read as it stands: `import --follow` waits for the rest.
     pub wait_for_open_reports: bool,
@@ -169,18 +189,47 @@ fn run_of(display: &str, options: &Options) -> String {
     }
 }
 
-/// The dumps of what a source found: seq in file order per node, as format v1 text.
+/// The seq of each node's next snapshot: its place in the input (from 0), or with
+/// [`Options::seq_by_time`] its time in microseconds, past the node's seq before.
+#[derive(Default)]
+struct Numbering {
+    by_time: bool,
+    last: HashMap<i64, i64>,
+}
+
+impl Numbering {
+    fn new(options: &Options) -> Numbering {
+        Numbering {
+            by_time: options.seq_by_time,
+            last: HashMap::new(),
+        }
+    }
+
+    fn next(&mut self, node: i64, time_ns: i64) -> i64 {
+        let last = self.last.get(&node).copied();
+        let seq = match (self.by_time, last) {
+            (false, last) => last.map_or(0, |last| last.saturating_add(1)),
+            (true, last) => {
+                let micros = time_ns.max(0) / 1000;
+                last.map_or(micros, |last| micros.max(last.saturating_add(1)))
+            }
+        };
+        self.last.insert(node, seq);
+        seq
+    }
+}
+
+/// The dumps of what a source found: seq in file order per node (or by time), as format v1 text.
 fn dumps(found: Vec<Found>, display: &str, options: &Options) -> Vec<Record> {
     let run = run_of(display, options);
     let mut found = found;
     found.sort_by_key(|found| found.line);
-    let mut next_seq: HashMap<i64, i64> = HashMap::new();
+    let mut numbering = Numbering::new(options);
     found
         .into_iter()
         .map(|found| {
-            let seq = next_seq.entry(found.node).or_insert(0);
-            *seq += 1;
-            record_of(found, *seq - 1, &run, display)
+            let seq = numbering.next(found.node, found.time_ns);
+            record_of(found, seq, &run, display)
         })
         .collect()
 }
@@ -409,11 +458,19 @@ fn whole(
     let spawned = std::thread::Builder::new()
         .name("memstate-source".to_string())
         .spawn(move || {
-            let run = run_of(&display, &options);
+            let run = match &options.run {
+                Some(run) => run.clone(),
+                None => source.run_of_stem(run_of(&display, &options)),
+            };
             let mut any = false;
+            let mut numbering = Numbering::new(&options);
             let mut emit = |found: Found| -> Result<()> {
                 any = true;
-                let seq = i64::try_from(found.line.saturating_sub(1)).unwrap_or(i64::MAX);
+                let seq = if options.seq_by_time {
+                    numbering.next(found.node, found.time_ns)
+                } else {
+                    i64::try_from(found.line.saturating_sub(1)).unwrap_or(i64::MAX)
+                };
                 sender
                     .send(Ok(record_of(found, seq, &run, &display)))
                     .map_err(|_| Error::Usage("the import stopped reading".to_string()))

@@ -1,0 +1,316 @@
+//! The records after a profile's header, read one at a time by the layouts the header declared:
+//! a record is its id (4 bytes, little-endian) and its fields in order. The few records memstate
+//! uses are decoded by field name; every other is skipped by its declared sizes, so a release
+//! that adds fields or records keeps working. A record id the header did not declare, or a file
+//! that ends inside a record, is an error naming the byte offset.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+
+use super::header::{FieldKind, Header, Layout};
+
+/// The longest string field read (a backtrace, a provenance): longer is an error, not a buffer
+/// that grows with a corrupt file.
+const MAX_TEXT: usize = 1 << 20;
+
+/// The records memstate uses, with the places of their fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Used {
+    MaxDim {
+        max_dim: usize,
+    },
+    Machine {
+        node_id: usize,
+    },
+    Memory {
+        mem_id: usize,
+        kind: usize,
+        capacity: usize,
+    },
+    Instance(InstanceFields),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct InstanceFields {
+    inst_uid: Option<usize>,
+    inst_id: usize,
+    mem_id: usize,
+    size: usize,
+    create: usize,
+    ready: Option<usize>,
+    destroy: usize,
+}
+
+/// A record as memstate reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    MaxDim(u64),
+    Machine {
+        node: u64,
+    },
+    Memory {
+        id: u64,
+        kind: u64,
+        capacity: u64,
+    },
+    Instance(Instance),
+    /// Any other, read past.
+    Other,
+}
+
+/// An instance's life as `InstTimelineInfo` records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Instance {
+    /// The unique id of this instance's creation (`inst_uid`), when the release records one.
+    pub uid: Option<u64>,
+    /// Realm's instance id (recycled by Realm after a destroy).
+    pub id: u64,
+    pub memory: u64,
+    pub size: u64,
+    /// Nanoseconds since Realm's zero time, as every timestamp of the profile: when it was
+    /// asked for, when Realm had placed it (`ready`, the create time in a release without it),
+    /// and when it was destroyed.
+    pub create: u64,
+    pub ready: u64,
+    pub destroy: u64,
+}
+
+/// Reads records one at a time.
+pub struct Records<'h> {
+    header: &'h Header,
+    used: HashMap<u32, Used>,
+    /// The byte offset of the next record in the (decompressed) file.
+    pub offset: u64,
+    max_dim: Option<u64>,
+    scratch: Vec<u8>,
+    values: Vec<u64>,
+}
+
+/// The place of a field `record` needs, which must be an integer of at most 8 bytes.
+fn integer(layout: &Layout, name: &str) -> Result<usize, String> {
+    let place = layout.field(name).ok_or_else(|| {
+        format!(
+            "the header declares {} without its field {name}",
+            layout.name
+        )
+    })?;
+    let field = &layout.fields[place];
+    if field.kind != FieldKind::Fixed || field.size > 8 {
+        return Err(format!(
+            "the header declares {}.{name} as {}:{}, not an integer of at most 8 bytes",
+            layout.name, field.type_name, field.size
+        ));
+    }
+    Ok(place)
+}
+
+impl<'h> Records<'h> {
+    /// A reader of the records after `header`; an error when a record memstate uses is declared
+    /// without a field it needs.
+    pub fn new(header: &'h Header) -> Result<Records<'h>, String> {
+        let mut used = HashMap::new();
+        for (id, layout) in &header.layouts {
+            let found = match layout.name.as_str() {
+                "MaxDimDesc" => Used::MaxDim {
+                    max_dim: integer(layout, "max_dim")?,
+                },
+                "MachineDesc" => Used::Machine {
+                    node_id: integer(layout, "node_id")?,
+                },
+                "MemDesc" => Used::Memory {
+                    mem_id: integer(layout, "mem_id")?,
+                    kind: integer(layout, "kind")?,
+                    capacity: integer(layout, "capacity")?,
+                },
+                "InstTimelineInfo" => Used::Instance(InstanceFields {
+                    inst_uid: integer(layout, "inst_uid").ok(),
+                    inst_id: integer(layout, "inst_id")?,
+                    mem_id: integer(layout, "mem_id")?,
+                    size: integer(layout, "size")?,
+                    create: integer(layout, "create")?,
+                    ready: integer(layout, "ready").ok(),
+                    destroy: integer(layout, "destroy")?,
+                }),
+                _ => continue,
+            };
+            used.insert(*id, found);
+        }
+        Ok(Records {
+            header,
+            used,
+            offset: header.length,
+            max_dim: None,
+            scratch: Vec::new(),
+            values: Vec::new(),
+        })
+    }
+
+    /// The next record; `None` at the end of the file, between records.
+    pub fn next(&mut self, reader: &mut dyn BufRead) -> Result<Option<Record>, String> {
+        let start = self.offset;
+        let mut id = [0u8; 4];
+        let got = self.fill(reader, &mut id)?;
+        if got == 0 {
+            return Ok(None);
+        }
+        if got < 4 {
+            return Err(format!(
+                "byte offset {start}: the file ends inside a record id (cut short?)"
+            ));
+        }
+        let id = u32::from_le_bytes(id);
+        let Some(layout) = self.header.layouts.get(&id) else {
+            return Err(format!(
+                "byte offset {start}: record id {id} is not declared in the header"
+            ));
+        };
+        self.values.clear();
+        let mut uuid_size: u64 = 0;
+        for field in &layout.fields {
+            let length = match field.kind {
+                FieldKind::Fixed | FieldKind::UuidSize => field.size,
+                FieldKind::Reduction if self.values.last() == Some(&4) => field.size,
+                FieldKind::Reduction => {
+                    self.values.push(0);
+                    continue;
+                }
+                FieldKind::Uuid => usize::try_from(uuid_size).unwrap_or(usize::MAX),
+                FieldKind::Array | FieldKind::Point => {
+                    let Some(max_dim) = self.max_dim else {
+                        return Err(format!(
+                            "byte offset {start}: a {} record (its field {} is sized by max_dim) before any MaxDimDesc record",
+                            layout.name, field.name
+                        ));
+                    };
+                    let count = if field.kind == FieldKind::Array {
+                        2 * max_dim
+                    } else {
+                        max_dim
+                    };
+                    usize::try_from(count)
+                        .ok()
+                        .and_then(|count| count.checked_mul(field.size))
+                        .unwrap_or(usize::MAX)
+                }
+                FieldKind::Text => {
+                    self.skip_text(reader).map_err(|why| {
+                        format!("byte offset {start}: {}.{}: {why}", layout.name, field.name)
+                    })?;
+                    self.values.push(0);
+                    continue;
+                }
+            };
+            if length > MAX_TEXT {
+                return Err(format!(
+                    "byte offset {start}: {}.{} would be {length} bytes long",
+                    layout.name, field.name
+                ));
+            }
+            self.scratch.resize(length, 0);
+            let mut bytes = std::mem::take(&mut self.scratch);
+            let got = self.fill(reader, &mut bytes)?;
+            self.scratch = bytes;
+            if got < length {
+                return Err(format!(
+                    "byte offset {start}: the file ends inside a {} record (at its field {}; cut short?)",
+                    layout.name, field.name
+                ));
+            }
+            let value = if length <= 8 {
+                let mut wide = [0u8; 8];
+                wide[..length].copy_from_slice(&self.scratch[..length]);
+                u64::from_le_bytes(wide)
+            } else {
+                0
+            };
+            if field.kind == FieldKind::UuidSize {
+                uuid_size = value;
+            }
+            self.values.push(value);
+        }
+        let value = |place: usize| self.values[place];
+        let record = match self.used.get(&id) {
+            None => Record::Other,
+            Some(Used::MaxDim { max_dim }) => {
+                let max_dim = value(*max_dim);
+                if max_dim > 64 {
+                    return Err(format!(
+                        "byte offset {start}: MaxDimDesc says max_dim {max_dim}"
+                    ));
+                }
+                self.max_dim = Some(max_dim);
+                Record::MaxDim(max_dim)
+            }
+            Some(Used::Machine { node_id }) => Record::Machine {
+                node: value(*node_id),
+            },
+            Some(Used::Memory {
+                mem_id,
+                kind,
+                capacity,
+            }) => Record::Memory {
+                id: value(*mem_id),
+                kind: value(*kind),
+                capacity: value(*capacity),
+            },
+            Some(Used::Instance(fields)) => Record::Instance(Instance {
+                uid: fields.inst_uid.map(value),
+                id: value(fields.inst_id),
+                memory: value(fields.mem_id),
+                size: value(fields.size),
+                create: value(fields.create),
+                ready: fields.ready.map_or(value(fields.create), value),
+                destroy: value(fields.destroy),
+            }),
+        };
+        Ok(Some(record))
+    }
+
+    /// Fill `buffer` as far as the input goes; how many bytes were read.
+    fn fill(&mut self, reader: &mut dyn BufRead, buffer: &mut [u8]) -> Result<usize, String> {
+        let mut got = 0;
+        while got < buffer.len() {
+            let available = reader
+                .fill_buf()
+                .map_err(|error| crate::import::input::describe_io(&error))?;
+            if available.is_empty() {
+                break;
+            }
+            let take = available.len().min(buffer.len() - got);
+            buffer[got..got + take].copy_from_slice(&available[..take]);
+            reader.consume(take);
+            got += take;
+        }
+        self.offset += got as u64;
+        Ok(got)
+    }
+
+    /// Read past a NUL-terminated string.
+    fn skip_text(&mut self, reader: &mut dyn BufRead) -> Result<(), String> {
+        let mut length = 0usize;
+        loop {
+            let available = reader
+                .fill_buf()
+                .map_err(|error| crate::import::input::describe_io(&error))?;
+            if available.is_empty() {
+                return Err("the file ends inside this string (cut short?)".to_string());
+            }
+            match memchr::memchr(0, available) {
+                Some(end) => {
+                    reader.consume(end + 1);
+                    self.offset += end as u64 + 1;
+                    return Ok(());
+                }
+                None => {
+                    let taken = available.len();
+                    reader.consume(taken);
+                    self.offset += taken as u64;
+                    length += taken;
+                    if length > MAX_TEXT {
+                        return Err(format!("a string longer than {MAX_TEXT} bytes"));
+                    }
+                }
+            }
+        }
+    }
+}
