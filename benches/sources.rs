@@ -585,15 +585,72 @@ fn write_profile(path: &Path, bytes: u64) -> u64 {
             put(&record.to_le_bytes());
             put(&7u32.to_le_bytes());
             put(&1u32.to_le_bytes());
-            for value in [0x1d00_0000_0000_0002u64, record, record, record, record, 0, 0, record] {
+            for value in [
+                0x1d00_0000_0000_0002u64,
+                record,
+                record,
+                record,
+                record,
+                0,
+                0,
+                record,
+            ] {
                 put(&value.to_le_bytes());
             }
             written += 84;
         }
     }
-    drop(put);
     out.flush().expect("bench: write profile");
     instances
+}
+
+/// The figures of an input read as a stream: the time of a tool that reads it once, the import's
+/// time against at most 3 times that, and its peak memory against 100 MiB.
+fn report_streamed(tool: &str, baseline: f64, import: f64, peak: f64) {
+    report(
+        &format!("{tool} (median of 3)"),
+        &format!("{baseline:.2} s"),
+        "",
+        None,
+    );
+    report("import (median of 3)", &format!("{import:.2} s"), "", None);
+    let ratio = import / baseline;
+    report(
+        &format!("import / {}", tool.split(' ').next().unwrap_or(tool)),
+        &format!("{ratio:.2}x"),
+        "<= 3x",
+        Some(ratio <= 3.0),
+    );
+    report(
+        "import peak memory",
+        &format!("{peak:.0} MiB"),
+        "< 100 MiB",
+        Some(peak < 100.0),
+    );
+}
+
+/// Import `input` three times, each into a new database: the median time and the peak memory.
+fn import_three_times(dir: &Path, input: &Path, timeout: Duration) -> (f64, f64) {
+    let mut times = Vec::new();
+    let mut peak: f64 = 0.0;
+    for round in 0..3 {
+        let db = dir.join(format!("three-{round}.db"));
+        let _ = std::fs::remove_file(&db);
+        let ran = run_binary_quietly(
+            &[
+                "--db".into(),
+                db.display().to_string(),
+                "import".into(),
+                "--quiet".into(),
+                input.display().to_string(),
+            ],
+            timeout,
+        );
+        assert!(ran.ok, "bench: importing {} failed", input.display());
+        times.push(ran.seconds);
+        peak = peak.max(ran.peak_mib);
+    }
+    (median(times), peak)
 }
 
 fn wc_seconds(path: &Path) -> f64 {
@@ -627,45 +684,8 @@ fn main() {
         write_log(&log, mib * MIB);
         println!("log: {mib} MiB, one Legate 26.01 report at 95 %");
         let grep = median((0..3).map(|_| grep_seconds(&log)).collect());
-        let mut times = Vec::new();
-        let mut peak: f64 = 0.0;
-        for round in 0..3 {
-            let db = dir.path().join(format!("log-{round}.db"));
-            let ran = run_binary_quietly(
-                &[
-                    "--db".into(),
-                    db.display().to_string(),
-                    "import".into(),
-                    "--quiet".into(),
-                    log.display().to_string(),
-                ],
-                timeout,
-            );
-            assert!(ran.ok, "bench: the log import failed");
-            times.push(ran.seconds);
-            peak = peak.max(ran.peak_mib);
-        }
-        let import = median(times);
-        report(
-            "grep -c 'Failed to allocate' (median of 3)",
-            &format!("{grep:.2} s"),
-            "",
-            None,
-        );
-        report("import (median of 3)", &format!("{import:.2} s"), "", None);
-        let ratio = import / grep;
-        report(
-            "import / grep",
-            &format!("{ratio:.2}x"),
-            "<= 3x",
-            Some(ratio <= 3.0),
-        );
-        report(
-            "import peak memory",
-            &format!("{peak:.0} MiB"),
-            "< 100 MiB",
-            Some(peak < 100.0),
-        );
+        let (import, peak) = import_three_times(dir.path(), &log, timeout);
+        report_streamed("grep -c 'Failed to allocate'", grep, import, peak);
         let _ = std::fs::remove_file(&log);
     }
     if wanted("prof") {
@@ -674,40 +694,8 @@ fn main() {
         let instances = write_profile(&profile, mib * MIB);
         println!("prof: {mib} MiB Legion Prof profile, {instances} instances");
         let wc = median((0..3).map(|_| wc_seconds(&profile)).collect());
-        let mut times = Vec::new();
-        let mut peak: f64 = 0.0;
-        for round in 0..3 {
-            let db = dir.path().join(format!("prof-{round}.db"));
-            let ran = run_binary_quietly(
-                &[
-                    "--db".into(),
-                    db.display().to_string(),
-                    "import".into(),
-                    "--quiet".into(),
-                    profile.display().to_string(),
-                ],
-                timeout,
-            );
-            assert!(ran.ok, "bench: the profile import failed");
-            times.push(ran.seconds);
-            peak = peak.max(ran.peak_mib);
-        }
-        let import = median(times);
-        report("wc -l (median of 3)", &format!("{wc:.2} s"), "", None);
-        report("import (median of 3)", &format!("{import:.2} s"), "", None);
-        let ratio = import / wc;
-        report(
-            "import / wc -l",
-            &format!("{ratio:.2}x"),
-            "<= 3x",
-            Some(ratio <= 3.0),
-        );
-        report(
-            "import peak memory",
-            &format!("{peak:.0} MiB"),
-            "< 100 MiB",
-            Some(peak < 100.0),
-        );
+        let (import, peak) = import_three_times(dir.path(), &profile, timeout);
+        report_streamed("wc -l", wc, import, peak);
         let _ = std::fs::remove_file(&profile);
     }
     if wanted("bounds") {

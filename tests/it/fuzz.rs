@@ -477,7 +477,8 @@ fn mutate_number(bytes: &mut Vec<u8>, random: &mut Random) {
     bytes.splice(at..end, odd.bytes());
 }
 
-/// The foreign sources (issue 27, item 4): every fixture of tests/data/sources mutated, bytes and
+/// The foreign sources (issue 27, item 4): every fixture of tests/data/sources (and the Legion Prof
+/// profiles of tests/data/legion-prof) mutated, bytes and
 /// numbers, read as `import` reads it. Nothing panics; what a source accepts is a dump format v1
 /// reads with consistent figures. A short run here, a long one with
 /// `MEMSTATE_FUZZ_SOURCE_EXECUTIONS`.
@@ -505,8 +506,24 @@ fn fuzz_the_sources() {
             (name, std::fs::read(&path).unwrap())
         })
         .collect();
+    // The Legion Prof profiles (issue 47), each named by its release and folder.
+    for release in ["26.06", "25.03"] {
+        for folder in ["pressure", "oom"] {
+            let path = data("legion-prof")
+                .join(release)
+                .join(folder)
+                .join("legate_0.prof");
+            if let Ok(bytes) = std::fs::read(&path) {
+                fixtures.push((format!("{release}-{folder}_0.prof"), bytes));
+            }
+        }
+    }
     fixtures.sort();
-    assert!(fixtures.len() >= 9, "{fixtures:?}");
+    assert!(
+        fixtures.len() >= 12,
+        "{:?}",
+        fixtures.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
     let dir = tempfile::tempdir().unwrap();
     let (mut accepted, mut dumps) = (0u64, 0u64);
     for execution in 0..executions {

@@ -93,33 +93,32 @@ impl Profile {
         self.bytes.extend_from_slice(&[0xab; 16]);
         self.id(8).u32(2);
         self.id(33).u64(9).u32(2).u64(0).u64(0).u64(9).u64(9);
-        self.id(46)
-            .u64(1)
-            .u64(2)
-            .u64(3)
-            .u64(4)
-            .u64(5)
-            .u64(6)
-            .u32(10001)
-            .u32(0)
-            .u32(7);
-        self.id(46)
-            .u64(1)
-            .u64(2)
-            .u64(3)
-            .u64(4)
-            .u64(5)
-            .u64(6)
-            .u32(10001)
-            .u32(0)
-            .u32(4)
-            .u32(46)
+        self.usage(7);
+        self.usage(4).u32(46)
+    }
+
+    /// A PhysicalInstanceUsage with privilege `mode` (its `redop`, if any, written after).
+    fn usage(&mut self, mode: u32) -> &mut Self {
+        self.id(46).u64(1).u64(2).u64(3).u64(4).u64(5).u64(6);
+        self.u32(10001).u32(0).u32(mode)
     }
 
     fn write(&self, path: &Path) -> PathBuf {
         std::fs::write(path, &self.bytes).unwrap();
         path.to_path_buf()
     }
+}
+
+/// `import` with these options, which must succeed.
+fn import_with(db: &Path, options: &[&str], path: &Path) {
+    let output = on_db(db)
+        .arg("import")
+        .args(options)
+        .arg(path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{said}");
 }
 
 fn rows(db: &Path, sql: &str) -> Vec<String> {
@@ -233,17 +232,7 @@ fn past_two_hundred_changes_snapshots_are_regular_and_the_peak_is_kept() {
     // --prof-step chooses the step: every 1 us over 3,005 ns is 4 snapshots, the last change
     // and the peak.
     let stepped = dir.path().join("s.db");
-    let output = on_db(&stepped)
-        .args(["import", "--prof-step", "1us"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    import_with(&stepped, &["--prof-step", "1us"], &file);
     assert_eq!(
         rows(&stepped, "SELECT time_ns FROM snapshots ORDER BY seq"),
         ["0", "1000", "1234", "2000", "3000", "3005"]
@@ -543,17 +532,7 @@ fn a_profile_and_its_log_land_in_one_run_in_time_order() {
     let dir = tempfile::tempdir().unwrap();
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legion-prof/26.06/oom");
     let db = dir.path().join("p.db");
-    let output = on_db(&db)
-        .args(["import", "--run", "job", "--seq-by", "time"])
-        .arg(&folder)
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    import_with(&db, &["--run", "job", "--seq-by", "time"], &folder);
     assert_eq!(
         rows(&db, "SELECT run, node, seq, reason, source LIKE '%legate_0.prof:1' FROM snapshots ORDER BY seq"),
         ["job|0|0|periodic|1", "job|0|648297|oom|0"]

@@ -75,10 +75,22 @@ pub struct Instance {
     pub destroy: u64,
 }
 
+/// What the reader knows of one record id before reading any: its layout, its length when every
+/// field has a declared size, and what memstate uses of it.
+#[derive(Clone, Copy)]
+struct Entry<'h> {
+    layout: &'h Layout,
+    fixed: Option<usize>,
+    used: Option<Used>,
+}
+
+/// Record ids below this are looked up in a table, the others in a map.
+const TABLE: u32 = 4096;
+
 /// Reads records one at a time.
 pub struct Records<'h> {
-    header: &'h Header,
-    used: HashMap<u32, Used>,
+    table: Vec<Option<Entry<'h>>>,
+    large: HashMap<u32, Entry<'h>>,
     /// The byte offset of the next record in the (decompressed) file.
     pub offset: u64,
     max_dim: Option<u64>,
@@ -108,21 +120,35 @@ impl<'h> Records<'h> {
     /// A reader of the records after `header`; an error when a record memstate uses is declared
     /// without a field it needs.
     pub fn new(header: &'h Header) -> Result<Records<'h>, String> {
-        let mut used = HashMap::new();
+        let mut table: Vec<Option<Entry<'h>>> = Vec::new();
+        let mut large = HashMap::new();
         for (id, layout) in &header.layouts {
-            let found = match layout.name.as_str() {
-                "MaxDimDesc" => Used::MaxDim {
+            let fixed = layout
+                .fields
+                .iter()
+                .map(|field| match field.kind {
+                    FieldKind::Fixed | FieldKind::UuidSize => Some(field.size),
+                    _ => None,
+                })
+                .sum::<Option<usize>>();
+            let mut entry = Entry {
+                layout,
+                fixed,
+                used: None,
+            };
+            let found: Option<Used> = match layout.name.as_str() {
+                "MaxDimDesc" => Some(Used::MaxDim {
                     max_dim: integer(layout, "max_dim")?,
-                },
-                "MachineDesc" => Used::Machine {
+                }),
+                "MachineDesc" => Some(Used::Machine {
                     node_id: integer(layout, "node_id")?,
-                },
-                "MemDesc" => Used::Memory {
+                }),
+                "MemDesc" => Some(Used::Memory {
                     mem_id: integer(layout, "mem_id")?,
                     kind: integer(layout, "kind")?,
                     capacity: integer(layout, "capacity")?,
-                },
-                "InstTimelineInfo" => Used::Instance(InstanceFields {
+                }),
+                "InstTimelineInfo" => Some(Used::Instance(InstanceFields {
                     inst_uid: integer(layout, "inst_uid").ok(),
                     inst_id: integer(layout, "inst_id")?,
                     mem_id: integer(layout, "mem_id")?,
@@ -130,14 +156,23 @@ impl<'h> Records<'h> {
                     create: integer(layout, "create")?,
                     ready: integer(layout, "ready").ok(),
                     destroy: integer(layout, "destroy")?,
-                }),
-                _ => continue,
+                })),
+                _ => None,
             };
-            used.insert(*id, found);
+            entry.used = found;
+            if *id < TABLE {
+                let at = *id as usize;
+                if table.len() <= at {
+                    table.resize(at + 1, None);
+                }
+                table[at] = Some(entry);
+            } else {
+                large.insert(*id, entry);
+            }
         }
         Ok(Records {
-            header,
-            used,
+            table,
+            large,
             offset: header.length,
             max_dim: None,
             scratch: Vec::new(),
@@ -147,6 +182,7 @@ impl<'h> Records<'h> {
 
     /// The next record; `None` at the end of the file, between records.
     pub fn next(&mut self, reader: &mut dyn BufRead) -> Result<Option<Record>, String> {
+        self.skip_unused(reader)?;
         let start = self.offset;
         let mut id = [0u8; 4];
         let got = self.fill(reader, &mut id)?;
@@ -159,12 +195,51 @@ impl<'h> Records<'h> {
             ));
         }
         let id = u32::from_le_bytes(id);
-        let Some(layout) = self.header.layouts.get(&id) else {
+        let entry = if id < TABLE {
+            self.table.get(id as usize).copied().flatten()
+        } else {
+            self.large.get(&id).copied()
+        };
+        let Some(entry) = entry else {
             return Err(format!(
                 "byte offset {start}: record id {id} is not declared in the header"
             ));
         };
+        let layout = entry.layout;
         self.values.clear();
+        if let Some(length) = entry.fixed {
+            // Every field sized by the header: skipped whole, or read whole and decoded.
+            let cut = || {
+                format!(
+                    "byte offset {start}: the file ends inside a {} record (cut short?)",
+                    layout.name
+                )
+            };
+            if entry.used.is_none() {
+                if self.skip(reader, length)? < length {
+                    return Err(cut());
+                }
+                return Ok(Some(Record::Other));
+            }
+            self.scratch.resize(length, 0);
+            let mut bytes = std::mem::take(&mut self.scratch);
+            let got = self.fill(reader, &mut bytes)?;
+            let mut at = 0;
+            for field in &layout.fields {
+                let take = field.size.min(8);
+                let mut wide = [0u8; 8];
+                if let Some(value) = bytes.get(at..at + take) {
+                    wide[..take].copy_from_slice(value);
+                }
+                self.values.push(u64::from_le_bytes(wide));
+                at += field.size;
+            }
+            self.scratch = bytes;
+            if got < length {
+                return Err(cut());
+            }
+            return self.decoded(entry.used, start);
+        }
         let mut uuid_size: u64 = 0;
         for field in &layout.fields {
             let length = match field.kind {
@@ -228,8 +303,13 @@ impl<'h> Records<'h> {
             }
             self.values.push(value);
         }
+        self.decoded(entry.used, start)
+    }
+
+    /// The record of `id` from the values of its fields just read.
+    fn decoded(&mut self, used: Option<Used>, start: u64) -> Result<Option<Record>, String> {
         let value = |place: usize| self.values[place];
-        let record = match self.used.get(&id) {
+        let record = match used.as_ref() {
             None => Record::Other,
             Some(Used::MaxDim { max_dim }) => {
                 let max_dim = value(*max_dim);
@@ -264,6 +344,58 @@ impl<'h> Records<'h> {
             }),
         };
         Ok(Some(record))
+    }
+
+    /// Read past every whole record that memstate does not use and whose fields all have a
+    /// declared size, straight from the reader's buffer (most of a profile: tasks, copies,
+    /// events); stop at anything else, left for [`Records::next`] to read or refuse.
+    fn skip_unused(&mut self, reader: &mut dyn BufRead) -> Result<(), String> {
+        loop {
+            let available = reader
+                .fill_buf()
+                .map_err(|error| crate::import::input::describe_io(&error))?;
+            let mut at = 0;
+            while let Some(id) = available.get(at..at + 4) {
+                let id = u32::from_le_bytes([id[0], id[1], id[2], id[3]]);
+                let entry = if id < TABLE {
+                    self.table.get(id as usize).and_then(Option::as_ref)
+                } else {
+                    self.large.get(&id)
+                };
+                match entry {
+                    Some(Entry {
+                        fixed: Some(length),
+                        used: None,
+                        ..
+                    }) if available.len() - at - 4 >= *length => at += 4 + length,
+                    _ => break,
+                }
+            }
+            reader.consume(at);
+            self.offset += at as u64;
+            if at == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Read past `length` bytes; how many there were.
+    fn skip(&mut self, reader: &mut dyn BufRead, length: usize) -> Result<usize, String> {
+        let mut skipped = 0;
+        while skipped < length {
+            let available = reader
+                .fill_buf()
+                .map_err(|error| crate::import::input::describe_io(&error))?
+                .len();
+            if available == 0 {
+                break;
+            }
+            let take = available.min(length - skipped);
+            reader.consume(take);
+            skipped += take;
+        }
+        self.offset += skipped as u64;
+        Ok(skipped)
     }
 
     /// Fill `buffer` as far as the input goes; how many bytes were read.
