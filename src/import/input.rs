@@ -180,7 +180,8 @@ pub fn expand(paths: &[String]) -> Expanded {
 }
 
 /// Walk a folder: real subfolders (each once, by device and inode), regular files and links to
-/// regular files; links to folders, and anything else, are counted as skipped. Every file is an
+/// regular files; hidden files (`.name`), links to folders, and anything else, are counted as
+/// skipped. Every file is an
 /// input: one named as a dump is read as its name says, any other is told by its content (a
 /// pickle or a log named anyhow), as a file named on the command line is.
 fn walk(folder: &Path, given: usize, expanded: &mut Expanded, visited: &mut HashSet<(u64, u64)>) {
@@ -227,6 +228,12 @@ fn walk(folder: &Path, given: usize, expanded: &mut Expanded, visited: &mut Hash
                     .file_name()
                     .map(|name| name.to_string_lossy().into_owned())
                     .unwrap_or_default();
+                // A hidden file is a writer's file in the making (written under a hidden name,
+                // then renamed: memstate.torch.Recorder does), or not an input at all.
+                if name.starts_with('.') {
+                    expanded.skipped += 1;
+                    continue;
+                }
                 expanded.inputs.push(Input {
                     display: path.display().to_string(),
                     form: form_from_name(&name).unwrap_or(Form::Sniff),

@@ -168,7 +168,7 @@ pub fn python_with(modules: &str, why: &str) -> bool {
     needed(found, &format!("python3 with {modules}"), why)
 }
 
-fn needed(found: bool, what: &str, why: &str) -> bool {
+pub fn needed(found: bool, what: &str, why: &str) -> bool {
     if !found {
         assert!(
             std::env::var_os("CI").is_none(),

@@ -101,25 +101,26 @@ fn the_python_writer_example_writes_a_run_memstate_reads() {
     if !have("python3", "to run the Python writer's example") {
         return;
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("writers/python");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("writers/python");
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("dumps");
     std::fs::create_dir(&out).unwrap();
     succeeds(
         std::process::Command::new("python3")
-            .arg(root.join("example.py"))
+            .arg(example.join("example.py"))
             .arg(&out),
     );
     check_the_run(&out, "python-example");
     // A dump left unfinished by an exception leaves nothing behind.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    let script = "import sys; sys.path.insert(0, sys.argv[1]); from memstate_writer import DumpWriter\n\
+    let script = "import sys; sys.path.insert(0, sys.argv[1]); from memstate.writer import DumpWriter\n\
                   try:\n    with DumpWriter(sys.argv[2], run='r', node=0, seq=0, time_ns=0) as d:\n        d.memory(1, 'SYSTEM_MEM', 10)\n        raise RuntimeError('boom')\nexcept RuntimeError:\n    pass\n";
     succeeds(
         std::process::Command::new("python3")
             .args(["-c", script])
-            .arg(&root)
+            .arg(&package)
             .arg(&empty),
     );
     assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);

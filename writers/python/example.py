@@ -1,4 +1,4 @@
-"""A run of three dumps of one node with two memories, written with memstate_writer into the
+"""A run of three dumps of one node with two memories, written with memstate.writer into the
 directory given (which must exist and be empty): what a runtime would write periodically and at
 its allocator's failure path.
 
@@ -8,9 +8,11 @@ its allocator's failure path.
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The writer lives in memstate's Python package (python/memstate/writer.py), which `pip install`
+# of memstate's wheel installs; from a checkout, it is found here.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 
-from memstate_writer import DumpWriter  # noqa: E402
+from memstate.writer import DumpWriter  # noqa: E402
 
 MIB = 1 << 20
 GPU, SYSTEM = 0x1E00000000000003, 0x1E00000000000000

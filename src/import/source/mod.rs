@@ -158,6 +158,10 @@ pub struct Found {
     pub memories: Vec<write::Memory>,
     /// Format v1's `strings`, which the memories' [`write::Text::Index`] values refer to.
     pub strings: Vec<String>,
+    /// The run the input itself names (a Recorder's snapshot), used when `--run` is not given.
+    pub run: Option<String>,
+    /// The wall time the input gives (RFC 3339), when it gives one.
+    pub wall_time: Option<String>,
 }
 
 /// The run an input's dumps belong to: `--run`, else the file's name without its compression
@@ -239,7 +243,7 @@ fn record_of(found: Found, seq: i64, run: &str, display: &str) -> Record {
     let snapshot = write::Snapshot {
         seq,
         time_ns: found.time_ns,
-        wall_time: None,
+        wall_time: found.wall_time.clone(),
         reason: found.reason.to_string(),
         note: found.note.map(write::Text::from),
     };
@@ -470,6 +474,10 @@ fn whole(
                     numbering.next(found.node, found.time_ns)
                 } else {
                     i64::try_from(found.line.saturating_sub(1)).unwrap_or(i64::MAX)
+                };
+                let run = match (&options.run, &found.run) {
+                    (None, Some(named)) => named.clone(),
+                    _ => run.clone(),
                 };
                 sender
                     .send(Ok(record_of(found, seq, &run, &display)))

@@ -207,6 +207,8 @@ impl Reader {
             .failed_requests
             .extend(named.and_then(|named| request(named, size)));
         self.found.push(Found {
+            run: None,
+            wall_time: None,
             line: block.line,
             node,
             time_ns,
@@ -224,6 +226,8 @@ impl Reader {
         value.unknown = vec!["capacity", "allocations"];
         value.failed_requests.extend(request(named, named.size));
         self.found.push(Found {
+            run: None,
+            wall_time: None,
             line: number,
             node: named.node,
             time_ns: named.time_ns,

@@ -26,6 +26,7 @@ use crate::dump::write;
 use std::io::{BufRead, Read};
 
 mod provenance;
+mod recorder;
 mod replay;
 
 use provenance::Provenances;
@@ -547,6 +548,14 @@ pub fn read(
     let pickle = pickle::read(bytes)
         .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
     let final_state = segments(&pickle, display)?;
+    if let Some(recorded) = recorder::recorded(&pickle, display)? {
+        return recorder::emit(
+            &final_state,
+            recorded,
+            &replaced_note(pickle.replaced),
+            emit,
+        );
+    }
     let order = events(&pickle, display, event_budget(bytes.len()))?;
     let replaced = pickle.replaced;
     let time_of = |slot: Option<&(u32, pickle::Id)>| {
@@ -651,6 +660,8 @@ pub fn read(
             note.push_str(&replaced_note(replaced));
             let (memories, strings) = memories(stop.state, stop.failed, false);
             held.push(Found {
+                run: None,
+                wall_time: None,
                 line: 0,
                 node: 0,
                 time_ns: stop.time_ns,
@@ -678,6 +689,8 @@ pub fn read(
     }
     let (memories, strings) = memories(&final_state, None, true);
     emit(Found {
+        run: None,
+        wall_time: None,
         line: stops + 1,
         node: 0,
         time_ns: end_ns,

@@ -196,6 +196,8 @@ pub(super) fn snapshot(report: Report, display: &str) -> Result<Found> {
         });
     }
     Ok(Found {
+        run: None,
+        wall_time: None,
         line: report.line,
         node: report.node,
         time_ns: report.time_ns,

@@ -436,6 +436,8 @@ impl Plan {
                 note.push_str(&format!("; the peak of {kind} {}", id_text(*memory)));
             }
             emit(Found {
+                run: None,
+                wall_time: None,
                 line: ordinal + 1,
                 node,
                 time_ns: i64::try_from(time).unwrap_or(i64::MAX),

@@ -15,7 +15,7 @@ fn segment_of(segments: &mut BTreeMap<u64, Segment>, addr: u64) -> Option<(u64, 
 }
 
 /// The largest free range of a segment in a state.
-fn largest_free(start: u64, segment: &Segment) -> u64 {
+pub(super) fn largest_free(start: u64, segment: &Segment) -> u64 {
     let mut largest = 0;
     let mut at = start;
     for (&addr, block) in &segment.blocks {

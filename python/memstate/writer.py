@@ -5,7 +5,7 @@ of allocations: only the distinct strings are kept, interned into the dump's ``s
 and renamed into place by ``finish()``, so a reader never sees half a dump. Sizes, offsets and ids
 are integers.
 
-    from memstate_writer import DumpWriter
+    from memstate.writer import DumpWriter
 
     with DumpWriter("/path/to/dumps", run="my-run", node=0, seq=7,
                     time_ns=1_500_000_000, reason="oom") as dump:

@@ -1,0 +1,153 @@
+//! Snapshots written by `memstate.torch.Recorder` (python/memstate/torch.py): the dict PyTorch's
+//! `torch.cuda.memory._snapshot()` gives, pickled as `_dump_snapshot` pickles it, with one key
+//! more, `memstate`, holding what torch does not say:
+//!
+//! ```text
+//! {"format": "memstate-torch-recorder", "version": 1,
+//!  "run": "exp1", "rank": 0, "step": 50,
+//!  "time_ns": 1234567,           # since the Recorder was made
+//!  "wall_time_ns": 1796112000123456789,
+//!  "oom": None or {"device": 0, "alloc": 2097152, "device_alloc": ..., "device_free": ...}}
+//! ```
+//!
+//! One snapshot per file: node = rank, seq = step, the segments as torch gave them (the trace,
+//! when history recording is on, is not replayed: the Recorder's snapshots are the history).
+//! With `oom`, the request that failed (`alloc` bytes on `device`, with the driver's free bytes)
+//! goes on that device's segment with the largest free range, as for an `oom` event of a trace.
+
+use std::collections::BTreeMap;
+
+use super::pickle::Pickle;
+use super::replay::largest_free;
+use super::{bad, memories, Segment};
+use crate::error::Result;
+use crate::import::source::Found;
+
+/// The format name a Recorder writes, and the version this reader reads.
+const FORMAT: &str = "memstate-torch-recorder";
+const VERSION: i128 = 1;
+
+/// What the Recorder added.
+pub(super) struct Recorded {
+    run: Option<String>,
+    rank: i64,
+    step: u64,
+    time_ns: i64,
+    wall_time_ns: Option<i64>,
+    /// (device, bytes asked, the driver's free bytes).
+    oom: Option<(i64, u64, Option<u64>)>,
+}
+
+/// The Recorder's entry of a snapshot, if it has one; an entry that is not a Recorder's as this
+/// reader knows it is refused, naming the key.
+pub(super) fn recorded(pickle: &Pickle, display: &str) -> Result<Option<Recorded>> {
+    let Some(entry) = pickle.get(pickle.root, "memstate") else {
+        return Ok(None);
+    };
+    let text = |key: &str| pickle.get(entry, key).and_then(|value| pickle.str(value));
+    let int = |key: &str| pickle.get(entry, key).and_then(|value| pickle.int(value));
+    if text("format") != Some(FORMAT) {
+        return Err(bad(
+            display,
+            format!("memstate.format: not {FORMAT:?}: the `memstate` entry is no Recorder's"),
+        ));
+    }
+    if int("version") != Some(VERSION) {
+        return Err(bad(
+            display,
+            format!("memstate.version: this memstate reads a Recorder's version {VERSION}"),
+        ));
+    }
+    let whole = |key: &str| -> Result<i128> {
+        int(key)
+            .filter(|value| (0..=i128::from(i64::MAX)).contains(value))
+            .ok_or_else(|| {
+                bad(
+                    display,
+                    format!("memstate.{key}: expected an integer from 0 to 2^63 - 1"),
+                )
+            })
+    };
+    let oom = match pickle.get(entry, "oom") {
+        Some(oom) if pickle.get(oom, "alloc").is_some() => {
+            let value = |key: &str| pickle.get(oom, key).and_then(|value| pickle.int(value));
+            let size = value("alloc")
+                .and_then(|size| u64::try_from(size).ok())
+                .ok_or_else(|| bad(display, "memstate.oom.alloc: expected a size in bytes"))?;
+            let device = value("device")
+                .and_then(|device| i64::try_from(device).ok())
+                .ok_or_else(|| bad(display, "memstate.oom.device: expected a device number"))?;
+            let free = value("device_free").and_then(|free| u64::try_from(free).ok());
+            Some((device, size, free))
+        }
+        _ => None,
+    };
+    Ok(Some(Recorded {
+        run: text("run")
+            .filter(|run| !run.is_empty())
+            .map(str::to_string),
+        rank: whole("rank")? as i64,
+        step: whole("step")? as u64,
+        time_ns: whole("time_ns")? as i64,
+        wall_time_ns: int("wall_time_ns").and_then(|value| i64::try_from(value).ok()),
+        oom,
+    }))
+}
+
+/// The one snapshot of a Recorder's file.
+pub(super) fn emit(
+    state: &BTreeMap<u64, Segment>,
+    recorded: Recorded,
+    note_after: &str,
+    emit: &mut dyn FnMut(Found) -> Result<()>,
+) -> Result<()> {
+    let failed = recorded.oom.and_then(|(device, size, free)| {
+        let start = state
+            .iter()
+            .filter(|(_, segment)| segment.device == device)
+            .max_by_key(|(&start, segment)| {
+                (largest_free(start, segment), std::cmp::Reverse(start))
+            })
+            .map(|(&start, _)| start)?;
+        Some((start, size, recorded.time_ns, free))
+    });
+    let (memories, strings) = memories(state, failed, true);
+    let mut note = format!(
+        "PyTorch allocator state recorded by memstate.torch.Recorder at step {} of rank {}",
+        recorded.step, recorded.rank
+    );
+    if let Some((device, size, _)) = recorded.oom {
+        note.push_str(&format!(
+            "; an allocation of {size} bytes failed on cuda:{device}{}",
+            if failed.is_none() {
+                " (no segment of that device to hold the request)"
+            } else {
+                ""
+            }
+        ));
+    }
+    note.push_str(note_after);
+    let wall_time = recorded.wall_time_ns.map(|ns| {
+        crate::units::rfc3339_utc(
+            ns.div_euclid(1_000_000_000),
+            ns.rem_euclid(1_000_000_000) as u32,
+        )
+    });
+    emit(Found {
+        line: usize::try_from(recorded.step)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1),
+        node: recorded.rank,
+        time_ns: recorded.time_ns,
+        reason: if recorded.oom.is_some() {
+            "oom"
+        } else {
+            "periodic"
+        },
+        note: Some(note),
+        memories,
+        strings,
+        run: recorded.run,
+        wall_time,
+    })
+}

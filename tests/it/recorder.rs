@@ -1,0 +1,210 @@
+//! `memstate.torch.Recorder` (issue 45): a training loop driven against a stand-in torch
+//! (tests/python/standin, on sys.path in this test only) writes the allocator's state every two
+//! steps and at the failed allocation; memstate imports them in step order, node = the rank.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{have, import, on_db, succeeds};
+
+const MIB: i64 = 1 << 20;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The stand-in's figures by hand: 2 MiB of weights and an activation of (k % 3 + 1) MiB in one
+/// 8 MiB segment, the rest one inactive block (a listed hole). Steps 2, 4, 6, 8 and 10 are due
+/// (every=2): activations 3, 2, 1, 3 and 2 MiB. The 7 MiB request fails during step 11
+/// (activation 3 MiB): used 5 MiB, the largest hole 3 MiB, fewer free bytes than asked.
+#[test]
+fn ten_steps_every_two_give_five_snapshots_and_the_oom_one_in_order() {
+    if !have(
+        "python3",
+        "to run memstate.torch.Recorder against the stand-in torch",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("exp1");
+    let path =
+        std::env::join_paths([root().join("tests/python/standin"), root().join("python")]).unwrap();
+    succeeds(
+        Command::new("python3")
+            .arg(root().join("tests/python/train_with_recorder.py"))
+            .arg(&runs)
+            .env("PYTHONPATH", &path),
+    );
+    let mut files: Vec<String> = std::fs::read_dir(runs.join("rank-3"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "step-000000002.pickle",
+            "step-000000004.pickle",
+            "step-000000006.pickle",
+            "step-000000008.pickle",
+            "step-000000010.pickle",
+            "step-000000011-oom.pickle",
+        ]
+    );
+    let db = dir.path().join("r.db");
+    import(&db, &[&runs], 0);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let mut statement = conn
+        .prepare(
+            "SELECT s.run, s.node, s.seq, s.reason, m.used_bytes, m.largest_hole, s.wall_time IS NOT NULL
+             FROM snapshots s JOIN memory_stats m USING (snapshot_id) ORDER BY s.seq",
+        )
+        .unwrap();
+    let rows: Vec<(String, i64, i64, String, i64, i64, bool)> = statement
+        .query_map([], |row| {
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                row.get(3)?,
+                row.get(4)?,
+                row.get(5)?,
+                row.get(6)?,
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let expected: Vec<(String, i64, i64, String, i64, i64, bool)> = [
+        (2, "periodic", 5, 3),
+        (4, "periodic", 4, 4),
+        (6, "periodic", 3, 5),
+        (8, "periodic", 5, 3),
+        (10, "periodic", 4, 4),
+        (11, "oom", 5, 3),
+    ]
+    .iter()
+    .map(|&(seq, reason, used, hole)| {
+        (
+            "exp1".to_string(),
+            3,
+            seq,
+            reason.to_string(),
+            used * MIB,
+            hole * MIB,
+            true,
+        )
+    })
+    .collect();
+    assert_eq!(rows, expected);
+    let failed: (i64, Option<i64>) = conn
+        .query_row("SELECT size, device_free FROM failed_requests", [], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
+        .unwrap();
+    assert_eq!(failed, (7 * MIB, Some(0)));
+    let story = on_db(&db).arg("oom").output().unwrap();
+    let told = String::from_utf8_lossy(&story.stdout);
+    assert!(
+        told.contains("Out of memory in exp1 node 3 seq 11"),
+        "{told}"
+    );
+    // Importing again changes nothing; the hidden files a writer renames are never read.
+    std::fs::write(
+        runs.join("rank-3").join(".step-000000012.pickle.1.tmp"),
+        b"\x80\x04half",
+    )
+    .unwrap();
+    let again = import(&db, &[&runs], 0);
+    assert!(
+        again.contains("0 dumps") && again.contains("6 unchanged"),
+        "{again}"
+    );
+}
+
+/// A `memstate` entry that is not a Recorder's as this memstate reads it is refused by its key.
+#[test]
+fn a_recorder_entry_this_memstate_does_not_read_is_refused_by_its_key() {
+    if !have("python3", "to write pickles as torch writes them") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = r#"
+import pickle, sys
+segment = {'device': 0, 'address': 4096, 'total_size': 4096,
+           'blocks': [{'address': 4096, 'size': 4096, 'state': 'inactive', 'frames': []}]}
+recorder = {'format': 'memstate-torch-recorder', 'version': 1}
+for name, entry in [('format', {'format': 'other', 'version': 1}),
+                    ('version', dict(recorder, version=2)),
+                    ('rank', dict(recorder, step=1, time_ns=0)),
+                    ('step', dict(recorder, rank=0, step=-1, time_ns=0))]:
+    with open(sys.argv[1] + '/' + name + '.pickle', 'wb') as out:
+        pickle.dump({'segments': [segment], 'memstate': entry}, out, protocol=4)
+"#;
+    succeeds(Command::new("python3").args(["-c", script]).arg(dir.path()));
+    for key in ["format", "version", "rank", "step"] {
+        let file = dir.path().join(format!("{key}.pickle"));
+        let output = on_db(dir.path().join(format!("{key}.db")))
+            .arg("import")
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{key}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains(&format!("memstate.{key}:")), "{key}: {said}");
+    }
+}
+
+/// `import --follow` on the Recorder's folder while the loop runs: the same six snapshots, in
+/// step order, none of them read half-written.
+#[test]
+fn a_follower_reads_the_recorders_snapshots_as_they_come() {
+    if !have(
+        "python3",
+        "to run memstate.torch.Recorder against the stand-in torch",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("exp1");
+    std::fs::create_dir(&runs).unwrap();
+    let db = dir.path().join("f.db");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+        .env_remove("MEMSTATE_DB")
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "import",
+            "--follow",
+            "--interval",
+            "100ms",
+            "--settle",
+            "1s",
+        ])
+        .arg(&runs)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let follower = crate::follow::Follower::watch(child);
+    let path =
+        std::env::join_paths([root().join("tests/python/standin"), root().join("python")]).unwrap();
+    succeeds(
+        Command::new("python3")
+            .arg(root().join("tests/python/train_with_recorder.py"))
+            .arg(&runs)
+            .env("PYTHONPATH", &path),
+    );
+    crate::follow::wait_for(&db, 6, "the Recorder's six snapshots");
+    let (_, _, stderr) = follower.stop();
+    assert!(!stderr.contains("refused"), "{stderr}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let seqs: Vec<i64> = conn
+        .prepare("SELECT seq FROM snapshots WHERE node = 3 ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(seqs, [2, 4, 6, 8, 10, 11]);
+}
