@@ -13,28 +13,39 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Whether python3 is here to run the Recorder (skipped, or failing under CI, when not).
+fn python() -> bool {
+    have(
+        "python3",
+        "to run memstate.torch.Recorder against the stand-in torch",
+    )
+}
+
+/// Run tests/python/train_with_recorder.py into `runs`, with the stand-in torch and memstate's
+/// Python package on its path.
+fn train(runs: &Path) {
+    let path =
+        std::env::join_paths([root().join("tests/python/standin"), root().join("python")]).unwrap();
+    succeeds(
+        Command::new("python3")
+            .arg(root().join("tests/python/train_with_recorder.py"))
+            .arg(runs)
+            .env("PYTHONPATH", &path),
+    );
+}
+
 /// The stand-in's figures by hand: 2 MiB of weights and an activation of (k % 3 + 1) MiB in one
 /// 8 MiB segment, the rest one inactive block (a listed hole). Steps 2, 4, 6, 8 and 10 are due
 /// (every=2): activations 3, 2, 1, 3 and 2 MiB. The 7 MiB request fails during step 11
 /// (activation 3 MiB): used 5 MiB, the largest hole 3 MiB, fewer free bytes than asked.
 #[test]
 fn ten_steps_every_two_give_five_snapshots_and_the_oom_one_in_order() {
-    if !have(
-        "python3",
-        "to run memstate.torch.Recorder against the stand-in torch",
-    ) {
+    if !python() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("exp1");
-    let path =
-        std::env::join_paths([root().join("tests/python/standin"), root().join("python")]).unwrap();
-    succeeds(
-        Command::new("python3")
-            .arg(root().join("tests/python/train_with_recorder.py"))
-            .arg(&runs)
-            .env("PYTHONPATH", &path),
-    );
+    train(&runs);
     let mut files: Vec<String> = std::fs::read_dir(runs.join("rank-3"))
         .unwrap()
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
@@ -159,10 +170,7 @@ for name, entry in [('format', {'format': 'other', 'version': 1}),
 /// step order, none of them read half-written.
 #[test]
 fn a_follower_reads_the_recorders_snapshots_as_they_come() {
-    if !have(
-        "python3",
-        "to run memstate.torch.Recorder against the stand-in torch",
-    ) {
+    if !python() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -187,14 +195,7 @@ fn a_follower_reads_the_recorders_snapshots_as_they_come() {
         .spawn()
         .unwrap();
     let follower = crate::follow::Follower::watch(child);
-    let path =
-        std::env::join_paths([root().join("tests/python/standin"), root().join("python")]).unwrap();
-    succeeds(
-        Command::new("python3")
-            .arg(root().join("tests/python/train_with_recorder.py"))
-            .arg(&runs)
-            .env("PYTHONPATH", &path),
-    );
+    train(&runs);
     crate::follow::wait_for(&db, 6, "the Recorder's six snapshots");
     let (_, _, stderr) = follower.stop();
     assert!(!stderr.contains("refused"), "{stderr}");
