@@ -448,11 +448,12 @@ fn memory_table(comparison: &Comparison<'_>) -> Table {
         ],
         rows,
     );
-    // People see the hole, the use and the failures of each side (--wide: every column).
+    // People see the hole, the use and the failures of each side (--wide: every column); the
+    // kind first, since a narrow terminal keeps the first column whatever it hides.
     table.compact = Some(
         [
-            "node",
             "kind",
+            "node",
             "ordinal",
             "lowest_largest_hole_a",
             "lowest_largest_hole_b",
