@@ -165,6 +165,20 @@ pub fn counted(count: u64, noun: &str) -> String {
     }
 }
 
+/// `text` for a URL or URI: every byte but ASCII letters, digits, `-_.~` and those in `also`
+/// written as `%XX`.
+pub fn percent_escaped(text: &str, also: &[u8]) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) || also.contains(&byte) {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 /// A duration: a number and ns, us, ms, s or m (250us, 500ms, 2s, 1.5s, 1m).
 pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let split = text.find(|c: char| c.is_alphabetic()).unwrap_or(text.len());
@@ -408,6 +422,12 @@ mod tests {
         ] {
             assert_eq!(unix_seconds(&rfc3339_utc(seconds, 0)), Some(seconds));
         }
+    }
+
+    #[test]
+    fn urls_keep_plain_bytes_and_escape_the_rest() {
+        assert_eq!(percent_escaped("a b/ü:x", b"/"), "a%20b/%C3%BC%3Ax");
+        assert_eq!(percent_escaped("run-1_2.~", b""), "run-1_2.~");
     }
 
     #[test]

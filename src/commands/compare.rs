@@ -340,7 +340,7 @@ fn write_maps(
             };
             let link = format!(
                 "{}{}",
-                percent_escaped(&name),
+                memstate::units::percent_escaped(&name, b""),
                 link::fragment(handle, point.snapshot_id, None, u64::MAX)
             );
             match side {
@@ -350,20 +350,6 @@ fn write_maps(
         }
     }
     Ok(moments)
-}
-
-/// A file name as the path of a relative link (bytes beyond the plain ones escaped).
-fn percent_escaped(name: &str) -> String {
-    let mut out = String::new();
-    for byte in name.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            other => out.push_str(&format!("%{other:02X}")),
-        }
-    }
-    out
 }
 
 fn bytes(value: Option<u64>) -> Cell {

@@ -341,16 +341,7 @@ pub fn open(path: &Path) -> Result<Database> {
 
 /// `file:` URI of a path, for SQLite's URI parameters.
 fn uri(path: &Path, parameters: &str) -> String {
-    let text = path.display().to_string();
-    let mut encoded = String::with_capacity(text.len() + 16);
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'.' | b'-' | b'_' | b'~' => {
-                encoded.push(byte as char)
-            }
-            _ => encoded.push_str(&format!("%{byte:02X}")),
-        }
-    }
+    let encoded = crate::units::percent_escaped(&path.display().to_string(), b"/");
     format!("file:{encoded}?{parameters}")
 }
 

@@ -28,24 +28,8 @@ pub fn fragment(
 /// A page's file as a `file://` URL a terminal or browser opens (absolute, unsafe bytes escaped).
 pub fn file_url(path: &Path) -> String {
     let absolute = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut url = String::from("file://");
-    for byte in absolute.display().to_string().bytes() {
-        match byte {
-            b'A'..=b'Z'
-            | b'a'..=b'z'
-            | b'0'..=b'9'
-            | b'/'
-            | b'-'
-            | b'_'
-            | b'.'
-            | b'~'
-            | b'+'
-            | b','
-            | b'='
-            | b'@'
-            | b':' => url.push(byte as char),
-            other => url.push_str(&format!("%{other:02X}")),
-        }
-    }
-    url
+    format!(
+        "file://{}",
+        crate::units::percent_escaped(&absolute.display().to_string(), b"/+,=@:")
+    )
 }
