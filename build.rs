@@ -52,6 +52,10 @@ fn outside_programs() {
         ("has_python3", "command -v python3"),
         ("has_duckdb", "python3 -c 'import duckdb'"),
         (
+            "has_py_jsonschema",
+            "python3 -c 'from jsonschema import Draft202012Validator'",
+        ),
+        (
             "has_spark",
             "python3 -c 'import pyspark' && command -v java",
         ),
