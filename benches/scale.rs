@@ -9,20 +9,26 @@
 //!   1% of allocations change between consecutive dumps (freed, allocated into a gap, or
 //!   changing state);
 //! - (b) long: 1,000 dumps x 4 memories x 2,500 allocations (10 million rows), 2% change;
-//! - (c) the default simulated run (`memstate demo`'s).
+//! - (c) the default simulated run (`memstate demo`'s);
+//! - (i) the import at the limit (issue 32): 50 dumps x 4 memories x 11,000 allocations (2.2
+//!   million rows), 1% change, imported by memstate, by the naive baseline and read by
+//!   `validate`, in turn: time against the baseline, the share of the import that is the
+//!   database, bytes written against the final file, system time against the baseline's.
 //!
-//! On (a) the import is also compared with a naive baseline (serde into structs, one INSERT per
-//! allocation, no checks, no holes, no indexes) on the same files, alternately.
+//! On (a) and (i) the import is also compared with a naive baseline (serde into structs, one
+//! INSERT per allocation, strings interned, no checks, no holes, no indexes) on the same files,
+//! alternately.
 //!
-//! Knobs: `MEMSTATE_BENCH_SETS=a,b,c` (which runs), `MEMSTATE_BENCH_REPEAT` (import rounds, 3),
+//! Knobs: `MEMSTATE_BENCH_SETS=i,a,b,c` (which runs), `MEMSTATE_BENCH_REPEAT` (import rounds, 3),
 //! `MEMSTATE_BENCH_QUERY_REPEAT` (runs per question, 5), `MEMSTATE_BENCH_TIMEOUT` (seconds before a
 //! question is given up, 120), `MEMSTATE_BENCH_SMALL=1` (a tenth of every size, to try the bench),
-//! `MEMSTATE_BENCH_GENERATE=DIR` (only write runs (a) and (b) under DIR, for profiling by hand).
+//! `MEMSTATE_BENCH_GENERATE=DIR` (only write the runs of the sets named, (i), (a) and (b), under
+//! DIR, for profiling by hand).
 
 mod common;
 
 use common::steady::generate_steady;
-use common::{median, report, run_binary};
+use common::{median, report, run_binary, run_binary_quietly};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -69,43 +75,63 @@ struct NaiveAllocation {
     provenance: Option<String>,
 }
 
-/// The naive baseline: parse each file into structs and insert row by row, no checks, no indexes.
+/// The naive baseline: parse each file into structs and insert one row per allocation, strings
+/// interned (a string table, integer ids in the rows), one transaction per dump; no checks, no
+/// holes, no indexes, no spans.
 fn naive_import(files: &[PathBuf], database: &Path) -> u64 {
     let mut conn = Connection::open(database).expect("bench: open baseline db");
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
-         CREATE TABLE allocation (run TEXT, node INTEGER, seq INTEGER, memory TEXT, uid TEXT, handle TEXT,
-                                  kind TEXT, state TEXT, offset INTEGER, size INTEGER, provenance TEXT);",
+         CREATE TABLE string (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE allocation (run INTEGER, node INTEGER, seq INTEGER, memory INTEGER, uid INTEGER,
+                                  handle INTEGER, kind INTEGER, state INTEGER, offset INTEGER,
+                                  size INTEGER, provenance INTEGER);",
     )
     .expect("bench: baseline schema");
+    let mut ids: std::collections::HashMap<String, i64> = std::collections::HashMap::new();
     let mut rows = 0;
     for file in files {
         let bytes = fs::read(file).expect("bench: read dump");
         let dump: NaiveDump = serde_json::from_slice(&bytes).expect("bench: parse dump");
         let transaction = conn.transaction().expect("bench: begin");
         {
+            let mut new_string = transaction
+                .prepare("INSERT INTO string (id, value) VALUES (?1, ?2)")
+                .expect("bench: prepare");
+            let mut intern = |text: &str| -> i64 {
+                if let Some(id) = ids.get(text) {
+                    return *id;
+                }
+                let id = ids.len() as i64 + 1;
+                new_string
+                    .execute(params![id, text])
+                    .expect("bench: string");
+                ids.insert(text.to_string(), id);
+                id
+            };
             let mut insert = transaction
                 .prepare(
                     "INSERT INTO allocation VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
                 )
                 .expect("bench: prepare");
+            let run = intern(&dump.run.id);
             for memory in &dump.memories {
+                let memory_id = intern(&memory.id);
                 for allocation in &memory.allocations {
-                    insert
-                        .execute(params![
-                            dump.run.id,
-                            dump.run.node,
-                            dump.snapshot.seq,
-                            memory.id,
-                            allocation.uid,
-                            allocation.handle,
-                            allocation.kind,
-                            allocation.state,
-                            allocation.offset,
-                            allocation.size,
-                            allocation.provenance
-                        ])
-                        .expect("bench: insert");
+                    let row = params![
+                        run,
+                        dump.run.node,
+                        dump.snapshot.seq,
+                        memory_id,
+                        intern(&allocation.uid),
+                        allocation.handle.as_deref().map(&mut intern),
+                        intern(&allocation.kind),
+                        intern(&allocation.state),
+                        allocation.offset,
+                        allocation.size,
+                        allocation.provenance.as_deref().map(&mut intern),
+                    ];
+                    insert.execute(row).expect("bench: insert");
                     rows += 1;
                 }
             }
@@ -113,6 +139,40 @@ fn naive_import(files: &[PathBuf], database: &Path) -> u64 {
         transaction.commit().expect("bench: commit");
     }
     rows
+}
+
+/// This process's CPU time in system mode and the bytes it has caused to be written to storage.
+fn own_system_and_writes() -> (f64, u64) {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let system = usage.ru_stime.tv_sec as f64 + usage.ru_stime.tv_usec as f64 / 1e6;
+    let written = fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("write_bytes:"))
+                .and_then(|value| value.trim().parse().ok())
+        })
+        .unwrap_or(0);
+    (system, written)
+}
+
+/// The naive baseline timed: wall seconds, system seconds and bytes written (its files removed
+/// after).
+fn time_naive(files: &[PathBuf], rows: u64, work: &Path) -> (f64, f64, u64) {
+    let naive = work.join("naive.db");
+    remove_database(&naive);
+    let (system_before, written_before) = own_system_and_writes();
+    let started = Instant::now();
+    assert_eq!(naive_import(files, &naive), rows);
+    let seconds = started.elapsed().as_secs_f64();
+    let (system_after, written_after) = own_system_and_writes();
+    remove_database(&naive);
+    (
+        seconds,
+        system_after - system_before,
+        written_after.saturating_sub(written_before),
+    )
 }
 
 fn database_bytes(path: &Path) -> u64 {
@@ -450,28 +510,153 @@ fn storage_figures(
     );
 }
 
+/// Issue 32, the import at the limit: a steady-state run of 50 dumps x 4 memories x 11,000
+/// allocations (2.2 million allocation rows, 1% change between dumps) imported by memstate, by
+/// the naive baseline, and read by `validate` (the same reading and checks, no database), in a
+/// rotating order, medians of `repeat` rounds.
+fn limit_figures(work: &Path, allocations: usize, repeat: usize) {
+    let folder = work.join("i");
+    let started = Instant::now();
+    let rows = generate_steady(&folder, "steady", 50, allocations, 0.01);
+    let mut files: Vec<PathBuf> = fs::read_dir(&folder)
+        .expect("bench: list")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    let json: u64 = files
+        .iter()
+        .map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0))
+        .sum();
+    println!(
+        "(i) import at the limit: 50 dumps x 4 memories, {rows} allocation rows, {:.0} MB of JSON (generated in {:.1} s)",
+        json as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    let db = work.join("i.db");
+    let shown = |path: &Path| path.display().to_string();
+    let (mut ours, mut naive, mut validate) = (Vec::new(), Vec::new(), Vec::new());
+    let mut final_bytes = 0;
+    for round in 0..repeat {
+        for side in 0..3 {
+            match (round + side) % 3 {
+                0 => {
+                    remove_database(&db);
+                    let ran = run_binary_quietly(
+                        &strings(&["--db", &shown(&db), "import", "--quiet", &shown(&folder)]),
+                        Duration::from_secs(3600),
+                    );
+                    assert!(ran.ok, "bench: import of {} failed", folder.display());
+                    final_bytes = database_bytes(&db);
+                    ours.push((ran.seconds, ran.system_seconds, ran.written_bytes));
+                }
+                1 => naive.push(time_naive(&files, rows, work)),
+                _ => {
+                    let ran = run_binary_quietly(
+                        &strings(&["validate", &shown(&folder)]),
+                        Duration::from_secs(3600),
+                    );
+                    assert!(ran.ok, "bench: validate of {} failed", folder.display());
+                    validate.push(ran.seconds);
+                }
+            }
+        }
+    }
+    let pick = |list: &[(f64, f64, u64)], field: usize| {
+        median(
+            list.iter()
+                .map(|row| match field {
+                    0 => row.0,
+                    1 => row.1,
+                    _ => row.2 as f64,
+                })
+                .collect(),
+        )
+    };
+    let (import, checked, baseline) = (pick(&ours, 0), median(validate), pick(&naive, 0));
+    report(
+        "import time / naive baseline",
+        &format!("{:.2} ({import:.2} s / {baseline:.2} s)", import / baseline),
+        "<= 0.6",
+        Some(import / baseline <= 0.6),
+    );
+    let share = 1.0 - checked / import;
+    report(
+        "share of the import that is the database",
+        &format!("{:.0}% (validate {checked:.2} s)", share * 100.0),
+        "<= 40%",
+        Some(share <= 0.4),
+    );
+    let written = pick(&ours, 2);
+    report(
+        "bytes written / final database file",
+        &format!(
+            "{:.1}x ({:.0} MB / {:.1} MB)",
+            written / final_bytes as f64,
+            written / 1e6,
+            final_bytes as f64 / 1e6
+        ),
+        "<= 4x",
+        Some(written <= 4.0 * final_bytes as f64),
+    );
+    let (system, naive_system) = (pick(&ours, 1), pick(&naive, 1));
+    report(
+        "system time of the import / naive baseline's",
+        &format!(
+            "{:.2} ({system:.2} s / {naive_system:.2} s)",
+            system / naive_system
+        ),
+        "<= 1.25",
+        Some(system <= 1.25 * naive_system),
+    );
+    println!(
+        "  (the naive baseline wrote {:.0} MB)",
+        pick(&naive, 2) / 1e6
+    );
+    fs::remove_dir_all(&folder).ok();
+}
+
 fn main() {
     let small = std::env::var("MEMSTATE_BENCH_SMALL").is_ok();
     let scale = |n: usize| if small { (n / 10).max(1) } else { n };
-    let sets = std::env::var("MEMSTATE_BENCH_SETS").unwrap_or_else(|_| "a,b,c".into());
+    let sets = std::env::var("MEMSTATE_BENCH_SETS").unwrap_or_else(|_| "i,a,b,c".into());
     let repeat = env_number("MEMSTATE_BENCH_REPEAT", 3).max(1);
     let query_repeat = env_number("MEMSTATE_BENCH_QUERY_REPEAT", 5).max(1);
     let timeout = Duration::from_secs(env_number("MEMSTATE_BENCH_TIMEOUT", 120) as u64);
     let work = tempfile::tempdir().expect("bench: temp dir");
     if let Ok(keep) = std::env::var("MEMSTATE_BENCH_GENERATE") {
-        // For profiling by hand: write run (a) and (b) under the named folder and stop.
-        let rows_a = generate_steady(
-            &Path::new(&keep).join("a"),
-            "steady",
-            50,
-            scale(50_000),
-            0.01,
-        );
-        let rows_b = generate_steady(&Path::new(&keep).join("b"), "long", scale(1000), 2500, 0.02);
-        println!("generated {rows_a} + {rows_b} allocation rows under {keep}");
+        // For profiling by hand: write the runs of the sets named (i, a, b) under the named
+        // folder and stop.
+        let keep = Path::new(&keep);
+        for (set, rows) in [
+            (
+                'i',
+                sets.contains('i')
+                    .then(|| generate_steady(&keep.join("i"), "steady", 50, scale(11_000), 0.01)),
+            ),
+            (
+                'a',
+                sets.contains('a')
+                    .then(|| generate_steady(&keep.join("a"), "steady", 50, scale(50_000), 0.01)),
+            ),
+            (
+                'b',
+                sets.contains('b')
+                    .then(|| generate_steady(&keep.join("b"), "long", scale(1000), 2500, 0.02)),
+            ),
+        ] {
+            if let Some(rows) = rows {
+                println!(
+                    "({set}) {rows} allocation rows under {}",
+                    keep.join(set.to_string()).display()
+                );
+            }
+        }
         return;
     }
 
+    if sets.contains('i') {
+        limit_figures(work.path(), scale(11_000), repeat);
+    }
     if sets.contains('a') {
         let folder = work.path().join("a");
         let started = Instant::now();
@@ -500,12 +685,7 @@ fn main() {
                     memstate_times.push(seconds);
                     peak = peak.max(round_peak);
                 } else {
-                    let naive = work.path().join("naive.db");
-                    remove_database(&naive);
-                    let started = Instant::now();
-                    assert_eq!(naive_import(&files, &naive), rows);
-                    naive_times.push(started.elapsed().as_secs_f64());
-                    remove_database(&naive);
+                    naive_times.push(time_naive(&files, rows, work.path()).0);
                 }
             }
         }

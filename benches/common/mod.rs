@@ -11,10 +11,15 @@ use std::time::{Duration, Instant};
 
 pub const BINARY: &str = env!("CARGO_BIN_EXE_memstate");
 
-/// What one run of the binary took: wall time, peak resident memory (MiB), exit status, stdout.
+/// What one run of the binary took: wall time, peak resident memory (MiB), exit status, stdout,
+/// and from the kernel's account of the process (wait4): CPU time in user and system mode, and
+/// the bytes it caused to be written to storage (`ru_oublock`, /proc/PID/io's write_bytes).
 pub struct Ran {
     pub seconds: f64,
     pub peak_mib: f64,
+    pub user_seconds: f64,
+    pub system_seconds: f64,
+    pub written_bytes: u64,
     pub ok: bool,
     pub stdout: String,
     pub timed_out: bool,
@@ -32,6 +37,8 @@ pub fn run_binary_quietly(args: &[String], timeout: Duration) -> Ran {
     run(args, timeout, false)
 }
 
+// The child is reaped with wait4 below, which clippy does not see.
+#[allow(clippy::zombie_processes)]
 fn run(args: &[String], timeout: Duration, keep_stdout: bool) -> Ran {
     let started = Instant::now();
     let mut child = Command::new(BINARY)
@@ -68,6 +75,14 @@ fn run(args: &[String], timeout: Duration, keep_stdout: bool) -> Ran {
     );
     let mut peak_kib = 0u64;
     let mut timed_out = false;
+    // Reaped with wait4 (not Child::wait) to get the child's resource use.
+    let pid = child.id() as libc::pid_t;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut reap = |options: libc::c_int| {
+        let mut raw = 0;
+        let reaped = unsafe { libc::wait4(pid, &mut raw, options, &mut usage) };
+        (reaped == pid).then_some(raw)
+    };
     let status = loop {
         if let Ok(text) = fs::read_to_string(&status_file) {
             if let Some(kib) = text
@@ -84,12 +99,12 @@ fn run(args: &[String], timeout: Duration, keep_stdout: bool) -> Ran {
                 peak_kib = peak_kib.max(kib);
             }
         }
-        if let Some(status) = child.try_wait().expect("bench: wait") {
+        if let Some(status) = reap(libc::WNOHANG) {
             break Some(status);
         }
         if started.elapsed() > timeout {
             let _ = child.kill();
-            let _ = child.wait();
+            reap(0);
             timed_out = true;
             break None;
         }
@@ -98,13 +113,17 @@ fn run(args: &[String], timeout: Duration, keep_stdout: bool) -> Ran {
     let seconds = started.elapsed().as_secs_f64();
     let stdout = stdout.join().unwrap_or_default();
     let stderr = stderr.join().unwrap_or_default();
-    let ok = status.is_some_and(|status| status.success());
+    let ok = status.is_some_and(|raw| libc::WIFEXITED(raw) && libc::WEXITSTATUS(raw) == 0);
+    let time = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     if !ok && !timed_out {
         eprintln!("bench: memstate {} failed: {stderr}", args.join(" "));
     }
     Ran {
         seconds,
         peak_mib: peak_kib as f64 / 1024.0,
+        user_seconds: time(usage.ru_utime),
+        system_seconds: time(usage.ru_stime),
+        written_bytes: (usage.ru_oublock.max(0) as u64) * 512,
         ok,
         stdout,
         timed_out,
