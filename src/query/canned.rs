@@ -9,7 +9,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{collect, query_error, select, Table};
+use super::{collect, columns, native, query_error, select, Table};
 use crate::error::{Error, Result};
 use crate::present::Unit;
 
@@ -335,7 +335,18 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
             resolve(conn, query, param, &value, parameters)?,
         ));
     }
-    let mut table = collect(conn, query.sql, &bound)?;
+    // growth and long-lived are answered in Rust (the same rows; see `native`), else by the SQL.
+    let mut table = match native::answer(conn, query.name, &bound)? {
+        Some(rows) => {
+            let names: Vec<String> = query
+                .columns
+                .iter()
+                .map(|column| column.name.clone())
+                .collect();
+            columns::declared_table(names, rows)
+        }
+        None => collect(conn, query.sql, &bound)?,
+    };
     for column in &query.columns {
         table = table.with_unit(&[column.name.as_str()], column.shown_as);
     }

@@ -1,7 +1,8 @@
 //! Questions asked of the database: ad hoc SQL (read-only), the canned queries of `queries/`, the
 //! listings behind the commands, the selection of snapshots and memories, and the loaders of the
 //! analyses' inputs: [`context`] gathers what a story is told from, [`pages`] what a page draws.
-//! Everything here reads the public views only. Results are [`Table`]s of [`Cell`]s, their
+//! Everything here reads the public views only, but for [`native`], which reads the span tables
+//! as the canned SQL it answers for does. Results are [`Table`]s of [`Cell`]s, their
 //! columns shown in the units [`columns`] finds declared, which the presenting room
 //! ([`crate::present`]) writes out.
 
@@ -15,6 +16,7 @@ pub mod forecast;
 pub mod history;
 pub mod listing;
 pub mod load;
+pub mod native;
 pub mod pages;
 pub mod select;
 

@@ -21,6 +21,7 @@ mod hardening;
 mod hardening_access;
 mod house;
 mod logs;
+mod native;
 mod outputs;
 mod parquet_runner;
 mod pickle_bounds;
