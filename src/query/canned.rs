@@ -9,7 +9,7 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{collect, columns, native, query_error, select, Table};
+use super::{collect, native, query_error, select, Table};
 use crate::error::{Error, Result};
 use crate::present::Unit;
 
@@ -343,7 +343,8 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
                 .iter()
                 .map(|column| column.name.clone())
                 .collect();
-            columns::declared_table(names, rows)
+            // Units as the query declares them, set below for every column.
+            Table::plain(names, rows)
         }
         None => collect(conn, query.sql, &bound)?,
     };
