@@ -130,7 +130,17 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     };
     // The failed memory's figures over the node's last snapshots.
     let trend = listing::trend_table(conn, Some(&finding.handle), Some(&config.run_id))?;
-    let wanted = [&["node", "seq", "time_s"], listing::FIGURES].concat();
+    // The title names the node; at 80 columns the fragmentation and the largest hole go first.
+    let wanted = [
+        "seq",
+        "time_s",
+        "fragmentation",
+        "largest_hole",
+        "free_bytes",
+        "used_bytes",
+        "hole_count",
+        "largest_reclaimable",
+    ];
     let indices: Vec<usize> = wanted
         .iter()
         .filter_map(|name| trend.column(name))
@@ -193,15 +203,39 @@ pub fn run(args: &DemoArgs, db: Option<&Path>) -> Result<u8> {
     ])?;
     let me = invocation();
     let db = visible(&db_path.display().to_string()).into_owned();
-    say(&[
-        "Try next:".to_string(),
-        format!("  {me} --db {db} oom                                  # the report above, also --format json"),
-        format!("  {me} --db {db} holes --memory GPU_FB_MEM            # largest holes of every GPU"),
-        format!("  {me} --db {db} allocations --by provenance          # who holds the memory"),
-        format!("  {me} --db {db} trend --memory GPU_FB_MEM --format csv"),
-        format!("  {me} --db {db} map --memory GPU_FB_MEM              # the layout in the terminal"),
-        format!("  {me} --db {db} report --list                        # canned queries"),
-        format!("  sqlite3 {db} 'SELECT * FROM memory_trend LIMIT 5'       # or any SQL over the views"),
-    ])?;
+    // Each command under what it answers, the database named once, so that a line stays within
+    // 80 columns.
+    let mut next = vec![
+        "Try next (in a shell, from here):".to_string(),
+        format!("  export MEMSTATE_DB={db}"),
+    ];
+    for (what, command) in [
+        ("the report above, also --format json", format!("{me} oom")),
+        (
+            "largest holes of every GPU",
+            format!("{me} holes --memory GPU_FB_MEM"),
+        ),
+        (
+            "who holds the memory",
+            format!("{me} allocations --by provenance"),
+        ),
+        (
+            "the failed memory's figures over time, as CSV",
+            format!("{me} trend --memory GPU_FB_MEM --format csv"),
+        ),
+        (
+            "the layout in the terminal",
+            format!("{me} map --memory GPU_FB_MEM"),
+        ),
+        ("the canned queries", format!("{me} report --list")),
+        (
+            "or any SQL over the views",
+            format!("sqlite3 {db} 'SELECT * FROM memory_trend LIMIT 5'"),
+        ),
+    ] {
+        next.push(format!("  # {what}"));
+        next.push(format!("  {command}"));
+    }
+    say(&next)?;
     Ok(0)
 }
