@@ -510,6 +510,81 @@ fn storage_figures(
     );
 }
 
+/// Issue 32: `report growth` and `long-lived` against the same portable query run by DuckDB over
+/// the run's Parquet export (scripts/parquet-query, Python's start included, as memstate's
+/// process start is), medians of `repeat`. Said and skipped when python3 or duckdb is missing.
+fn against_duckdb(db: &Path, run: &str, repeat: usize, timeout: Duration, work: &Path) {
+    let has_duckdb = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !has_duckdb {
+        println!("  (report vs DuckDB not measured: python3 with duckdb is not installed)");
+        return;
+    }
+    let dataset = work.join("parquet");
+    let exported = run_binary_quietly(
+        &strings(&[
+            "--db",
+            &db.display().to_string(),
+            "export",
+            "-q",
+            "--format",
+            "parquet",
+            "--out",
+            &dataset.display().to_string(),
+        ]),
+        Duration::from_secs(3600),
+    );
+    assert!(exported.ok, "bench: export to Parquet failed");
+    let runner = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/parquet-query");
+    let parameters = [format!("run={run}"), "top=20".to_string()];
+    for query in ["growth", "long-lived"] {
+        let mut args = strings(&["report", query]);
+        for parameter in &parameters {
+            args.extend(["-p".to_string(), parameter.clone()]);
+        }
+        let (_, ours) = time_question(db, &args, repeat, timeout);
+        let mut times = Vec::new();
+        for _ in 0..repeat {
+            let started = Instant::now();
+            let mut command = Command::new("python3");
+            command
+                .arg(&runner)
+                .args(["--engine", "duckdb", "--data"])
+                .arg(&dataset)
+                .arg(query);
+            for parameter in &parameters {
+                command.args(["-p", parameter]);
+            }
+            let status = command
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("bench: run scripts/parquet-query");
+            assert!(status.success(), "bench: DuckDB {query} failed");
+            times.push(started.elapsed().as_secs_f64());
+        }
+        let duckdb = median(times);
+        match ours {
+            Some(ours) => report(
+                &format!("report {query} / DuckDB on the export"),
+                &format!("{:.2} ({ours:.2} s / {duckdb:.2} s)", ours / duckdb),
+                "<= 1",
+                Some(ours <= duckdb),
+            ),
+            None => report(
+                &format!("report {query} / DuckDB"),
+                "failed",
+                "<= 1",
+                Some(false),
+            ),
+        }
+    }
+    fs::remove_dir_all(&dataset).ok();
+}
+
 /// Issue 32, the import at the limit: a steady-state run of 50 dumps x 4 memories x 11,000
 /// allocations (2.2 million allocation rows, 1% change between dumps) imported by memstate, by
 /// the naive baseline, and read by `validate` (the same reading and checks, no database), in a
@@ -699,6 +774,7 @@ fn main() {
         );
         questions(&db, "steady", query_repeat, timeout, work.path());
         user_shapes(&db, "steady", query_repeat, timeout);
+        against_duckdb(&db, "steady", query_repeat, timeout, work.path());
         fs::remove_dir_all(&folder).ok();
     }
     if sets.contains('b') {

@@ -7,8 +7,9 @@
 //!   it, and peak memory under 100 MiB whatever the log's length.
 //! - pickle: a PyTorch allocator snapshot of 512 MiB (segments of blocks with frames, a trace
 //!   of alloc / free events that share their frames, as torch memoizes them) imported: peak memory
-//!   against the target of twice its size plus 64 MiB; and whether the default limits take a
-//!   2 GiB one.
+//!   against the target of twice its size plus 64 MiB; reading it (`validate`) against Python's
+//!   own `pickle.load` of the file (issue 32: at most half its time); and whether the default
+//!   limits take a 2 GiB one.
 //!
 //! - bounds (issue 27, item 5): inputs that grew memory far past their size, each imported with
 //!   its peak memory against 4 times the input plus 64 MiB: a pickle of 50 MB of EMPTY_LIST
@@ -755,6 +756,40 @@ fn main() {
             &format!("<= {target:.0} MiB"),
             Some(ran.peak_mib <= target),
         );
+        // Issue 32: reading the pickle (validate: read and checked, no database) and importing
+        // it, against Python's own `pickle.load` of the same file (the interpreter's start
+        // included, as memstate's is).
+        let read = run_binary_quietly(&["validate".into(), pickle.display().to_string()], timeout);
+        assert!(read.ok, "bench: validate of the pickle failed");
+        let started = std::time::Instant::now();
+        let loaded = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import pickle, sys\nwith open(sys.argv[1], 'rb') as f: pickle.load(f)",
+            ])
+            .arg(&pickle)
+            .status();
+        let python = started.elapsed().as_secs_f64();
+        if loaded.is_ok_and(|status| status.success()) {
+            report(
+                "reading (validate) / Python's pickle.load",
+                &format!(
+                    "{:.2} ({:.2} s / {python:.2} s)",
+                    read.seconds / python,
+                    read.seconds
+                ),
+                "<= 0.5",
+                Some(read.seconds <= 0.5 * python),
+            );
+            report(
+                "import / Python's pickle.load",
+                &format!("{:.2}", ran.seconds / python),
+                "(reported)",
+                None,
+            );
+        } else {
+            println!("  (pickle.load not measured: python3 did not load the file)");
+        }
         let limit = memstate::import::input::DEFAULT_MAX_PICKLE_SIZE;
         report(
             "default --max-pickle-size",
