@@ -17,6 +17,8 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
+use hashbrown::HashMap as FastMap;
+
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::Connection;
 
@@ -161,7 +163,7 @@ struct Moves {
 /// the peak, for those that grew; biggest growth first.
 fn growth(conn: &Connection, run_id: i64) -> Result<Option<Vec<Vec<Cell>>>> {
     let nodes = nodes(conn, run_id)?;
-    let mut moves: HashMap<At, Moves> = HashMap::new();
+    let mut moves: FastMap<At, Moves> = FastMap::new();
     {
         let mut statement = conn
             .prepare(
@@ -315,8 +317,8 @@ fn long_lived(conn: &Connection, run_id: i64, top: i64) -> Result<Option<Vec<Vec
     if spans > MOST_GROUPS as i64 * 4 {
         return Ok(None);
     }
-    let mut lives: HashMap<(i64, i64, usize, Option<i64>), Life> =
-        HashMap::with_capacity((spans as usize).min(MOST_GROUPS));
+    let mut lives: FastMap<(i64, i64, usize, Option<i64>), Life> =
+        FastMap::with_capacity((spans as usize).min(MOST_GROUPS));
     {
         let mut statement = conn
             .prepare(
