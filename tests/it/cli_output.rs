@@ -414,8 +414,13 @@ fn the_demo_writes_the_database_named_with_db() {
     assert!(!folder.join("memstate.db").exists());
     assert!(folder.join("map.html").exists());
     let stdout = String::from_utf8_lossy(&output.stdout);
+    // The next steps name that database, once, for every command after it.
     assert!(
-        stdout.contains(&format!("--db {} oom", db.display())),
+        stdout.contains(&format!("export MEMSTATE_DB={}\n", db.display())),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|line| line.ends_with(" oom")),
         "{stdout}"
     );
 }
