@@ -585,6 +585,22 @@ fn against_duckdb(db: &Path, run: &str, repeat: usize, timeout: Duration, work: 
     fs::remove_dir_all(&dataset).ok();
 }
 
+/// A steady-state run "steady" of 50 dumps x 4 memories x `allocations`, 1% change, written
+/// under `folder`: its allocation rows, its files in order and their bytes.
+fn steady_files(folder: &Path, allocations: usize) -> (u64, Vec<PathBuf>, u64) {
+    let rows = generate_steady(folder, "steady", 50, allocations, 0.01);
+    let mut files: Vec<PathBuf> = fs::read_dir(folder)
+        .expect("bench: list")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    files.sort();
+    let json = files
+        .iter()
+        .map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0))
+        .sum();
+    (rows, files, json)
+}
+
 /// Issue 32, the import at the limit: a steady-state run of 50 dumps x 4 memories x 11,000
 /// allocations (2.2 million allocation rows, 1% change between dumps) imported by memstate, by
 /// the naive baseline, and read by `validate` (the same reading and checks, no database), in a
@@ -592,16 +608,7 @@ fn against_duckdb(db: &Path, run: &str, repeat: usize, timeout: Duration, work: 
 fn limit_figures(work: &Path, allocations: usize, repeat: usize) {
     let folder = work.join("i");
     let started = Instant::now();
-    let rows = generate_steady(&folder, "steady", 50, allocations, 0.01);
-    let mut files: Vec<PathBuf> = fs::read_dir(&folder)
-        .expect("bench: list")
-        .map(|entry| entry.expect("entry").path())
-        .collect();
-    files.sort();
-    let json: u64 = files
-        .iter()
-        .map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0))
-        .sum();
+    let (rows, files, json) = steady_files(&folder, allocations);
     println!(
         "(i) import at the limit: 50 dumps x 4 memories, {rows} allocation rows, {:.0} MB of JSON (generated in {:.1} s)",
         json as f64 / 1e6,
@@ -735,16 +742,7 @@ fn main() {
     if sets.contains('a') {
         let folder = work.path().join("a");
         let started = Instant::now();
-        let rows = generate_steady(&folder, "steady", 50, scale(50_000), 0.01);
-        let mut files: Vec<PathBuf> = fs::read_dir(&folder)
-            .expect("bench: list")
-            .map(|entry| entry.expect("entry").path())
-            .collect();
-        files.sort();
-        let json: u64 = files
-            .iter()
-            .map(|file| fs::metadata(file).map(|meta| meta.len()).unwrap_or(0))
-            .sum();
+        let (rows, files, json) = steady_files(&folder, scale(50_000));
         println!("(a) steady state: 50 dumps x 4 memories, {rows} allocation rows, {:.0} MiB of JSON (generated in {:.1} s)", json as f64 / 1048576.0, started.elapsed().as_secs_f64());
         let db = work.path().join("a.db");
         let (mut memstate_times, mut naive_times, mut peak) = (Vec::new(), Vec::new(), 0.0f64);
