@@ -132,7 +132,7 @@ fn sqlite_order(a: &Cell, b: &Cell) -> Ordering {
 }
 
 /// The nodes of a run that have snapshots: first and last seq of each.
-fn nodes(conn: &Connection, run_id: i64) -> Result<HashMap<i64, (i64, i64)>> {
+fn nodes(conn: &Connection, run_id: i64) -> Result<FastMap<i64, (i64, i64)>> {
     let mut statement = conn
         .prepare("SELECT node, min(seq), max(seq) FROM snapshot WHERE run_id = ?1 GROUP BY node")
         .map_err(query_error)?;
@@ -141,7 +141,7 @@ fn nodes(conn: &Connection, run_id: i64) -> Result<HashMap<i64, (i64, i64)>> {
             Ok((row.get(0)?, (row.get(1)?, row.get(2)?)))
         })
         .map_err(query_error)?
-        .collect::<rusqlite::Result<HashMap<i64, (i64, i64)>>>()
+        .collect::<rusqlite::Result<FastMap<i64, (i64, i64)>>>()
         .map_err(query_error)?;
     Ok(found)
 }
@@ -277,7 +277,7 @@ struct Life {
 fn long_lived(conn: &Connection, run_id: i64, top: i64) -> Result<Option<Vec<Vec<Cell>>>> {
     let nodes = nodes(conn, run_id)?;
     // Each snapshot's ordinal and time, by node, sorted by seq (looked up by binary search).
-    let mut snapshots: HashMap<i64, Vec<(i64, i64, i64)>> = HashMap::new();
+    let mut snapshots: FastMap<i64, Vec<(i64, i64, i64)>> = FastMap::new();
     {
         let mut statement = conn
             .prepare(
@@ -307,18 +307,7 @@ fn long_lived(conn: &Connection, run_id: i64, top: i64) -> Result<Option<Vec<Vec
     // (a producer may write many).
     let mut kinds: Vec<String> = Vec::new();
     let mut kind_index: HashMap<String, usize> = HashMap::new();
-    let spans: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM memory m JOIN allocation_span a ON a.memory_id = m.id WHERE m.run_id = ?1",
-            [run_id],
-            |row| row.get(0),
-        )
-        .map_err(query_error)?;
-    if spans > MOST_GROUPS as i64 * 4 {
-        return Ok(None);
-    }
-    let mut lives: FastMap<(i64, i64, usize, Option<i64>), Life> =
-        FastMap::with_capacity((spans as usize).min(MOST_GROUPS));
+    let mut lives: FastMap<(i64, i64, usize, Option<i64>), Life> = FastMap::new();
     {
         let mut statement = conn
             .prepare(
