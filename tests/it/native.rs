@@ -92,3 +92,41 @@ fn runs_imported_together_and_out_of_order_give_the_same_rows_both_ways() {
         assert_eq!(together, alone, "{name}");
     }
 }
+
+/// One uid under two provenances in two snapshots: two rows of long-lived, equal in snapshots,
+/// lifetime, node and uid, ordered by their first snapshot (the example dump, then the same
+/// dump one snapshot later with allocation 0x65's provenance changed).
+#[test]
+fn rows_tied_down_to_the_uid_come_in_the_order_of_their_first_snapshot() {
+    use crate::common::{set, small, write_json};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let first = write_json(dir.path(), "a.json", &small());
+    let later = set(small(), "/snapshot/seq", serde_json::json!(4));
+    let later = set(
+        later,
+        "/snapshot/time_ns",
+        serde_json::json!(2_000_000_000i64),
+    );
+    let later = set(
+        later,
+        "/memories/0/allocations/0/provenance",
+        serde_json::json!(3),
+    );
+    let later = write_json(dir.path(), "b.json", &later);
+    import(&db, &[&first, &later], 0);
+    let (rows, sql) = both(&db, "long-lived", "example-run", "-1");
+    assert_eq!(rows.as_ref(), Some(&sql));
+    let tied: Vec<(Cell, Cell)> = sql
+        .iter()
+        .filter(|row| row[1] == Cell::Text("0x0000000000000065".into()))
+        .map(|row| (row[3].clone(), row[5].clone()))
+        .collect();
+    assert_eq!(
+        tied,
+        [
+            (Cell::Text("train.py:12".into()), Cell::Integer(3)),
+            (Cell::Text("train.py:57".into()), Cell::Integer(4)),
+        ]
+    );
+}
