@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use hashbrown::HashMap as FastMap;
 
 use rusqlite::types::{Value as SqlValue, ValueRef};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension, Row};
 
 use super::{parameter_value, query_error};
 use crate::error::Result;
@@ -49,29 +49,20 @@ pub fn answer(
     let (Some(run), Some(SqlValue::Integer(top))) = (value("run"), value("top")) else {
         return Ok(None);
     };
-    if parameters.len() != 2 {
+    // Only these two, asked with their two parameters, before anything is read.
+    if !matches!(name, "growth" | "long-lived") || parameters.len() != 2 {
         return Ok(None);
     }
     let run_id: Option<i64> = conn
         .query_row("SELECT id FROM run WHERE name = ?1", [&run], |row| {
             row.get(0)
         })
-        .map(Some)
-        .or_else(|error| match error {
-            rusqlite::Error::QueryReturnedNoRows => Ok(None),
-            other => Err(other),
-        })
+        .optional()
         .map_err(query_error)?;
-    let rows = match name {
-        "growth" => match run_id {
-            Some(run_id) => growth(conn, run_id)?,
-            None => Some(Vec::new()),
-        },
-        "long-lived" => match run_id {
-            Some(run_id) => long_lived(conn, run_id, top)?,
-            None => Some(Vec::new()),
-        },
-        _ => return Ok(None),
+    let rows = match run_id {
+        None => Some(Vec::new()),
+        Some(run_id) if name == "growth" => growth(conn, run_id)?,
+        Some(run_id) => long_lived(conn, run_id, top)?,
     };
     // LIMIT with a negative count is no limit, as in SQLite.
     Ok(rows.map(|mut rows| {
@@ -146,11 +137,48 @@ fn nodes(conn: &Connection, run_id: i64) -> Result<FastMap<i64, (i64, i64)>> {
     Ok(found)
 }
 
-/// What starts and ends at one snapshot for one provenance: sizes summed in halves, as the SQL
-/// sums them (high 32 bits, low 32 bits), so that the answer is the SQL's.
+/// The spans of a run's memories on nodes that have snapshots, as both queries' `spans` read
+/// them: `visit` gets each row (its columns after the first three are `columns`), its node, its
+/// first seq and its last (an open span's is its node's last snapshot), and says whether to go
+/// on. False when `visit` stopped.
+fn each_span(
+    conn: &Connection,
+    run_id: i64,
+    nodes: &FastMap<i64, (i64, i64)>,
+    columns: &str,
+    filter: &str,
+    visit: &mut dyn FnMut(&Row, i64, i64, i64) -> Result<bool>,
+) -> Result<bool> {
+    let mut statement = conn
+        .prepare(&format!(
+            "SELECT m.node, a.first_seq, a.last_seq, {columns}
+             FROM memory m JOIN allocation_span a ON a.memory_id = m.id
+             WHERE m.run_id = ?1 {filter}"
+        ))
+        .map_err(query_error)?;
+    let mut rows = statement.query([run_id]).map_err(query_error)?;
+    while let Some(row) = rows.next().map_err(query_error)? {
+        let node: i64 = row.get(0).map_err(query_error)?;
+        let Some(&(_, node_last)) = nodes.get(&node) else {
+            continue;
+        };
+        let first: i64 = row.get(1).map_err(query_error)?;
+        let last: i64 = row
+            .get::<_, Option<i64>>(2)
+            .map_err(query_error)?
+            .unwrap_or(node_last);
+        if !visit(row, node, first, last)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// A node, a provenance (a string id, or none) and a seq.
 type At = (i64, Option<i64>, i64);
 
+/// What starts and ends at one snapshot for one provenance: sizes summed in halves, as the SQL
+/// sums them (high 32 bits, low 32 bits), so that the answer is the SQL's.
 #[derive(Default, Clone, Copy)]
 struct Moves {
     starting_high: i128,
@@ -164,26 +192,14 @@ struct Moves {
 fn growth(conn: &Connection, run_id: i64) -> Result<Option<Vec<Vec<Cell>>>> {
     let nodes = nodes(conn, run_id)?;
     let mut moves: FastMap<At, Moves> = FastMap::new();
-    {
-        let mut statement = conn
-            .prepare(
-                "SELECT m.node, a.provenance, a.first_seq, a.last_seq, a.size
-                 FROM memory m JOIN allocation_span a ON a.memory_id = m.id
-                 WHERE m.run_id = ?1 AND a.state IN (0, 1, 3)",
-            )
-            .map_err(query_error)?;
-        let mut rows = statement.query([run_id]).map_err(query_error)?;
-        while let Some(row) = rows.next().map_err(query_error)? {
-            let node: i64 = row.get(0).map_err(query_error)?;
-            let Some(&(_, node_last)) = nodes.get(&node) else {
-                continue;
-            };
-            let provenance: Option<i64> = row.get(1).map_err(query_error)?;
-            let first: i64 = row.get(2).map_err(query_error)?;
-            let last: i64 = row
-                .get::<_, Option<i64>>(3)
-                .map_err(query_error)?
-                .unwrap_or(node_last);
+    let whole = each_span(
+        conn,
+        run_id,
+        &nodes,
+        "a.provenance, a.size",
+        "AND a.state IN (0, 1, 3)",
+        &mut |row, node, first, last| {
+            let provenance: Option<i64> = row.get(3).map_err(query_error)?;
             let size: i64 = row.get(4).map_err(query_error)?;
             let (high, low) = (i128::from(size >> 32), i128::from(size & 0xffff_ffff));
             let starting = moves.entry((node, provenance, first)).or_default();
@@ -192,10 +208,11 @@ fn growth(conn: &Connection, run_id: i64) -> Result<Option<Vec<Vec<Cell>>>> {
             let ending = moves.entry((node, provenance, last)).or_default();
             ending.ending_high += high;
             ending.ending_low += low;
-            if moves.len() > MOST_GROUPS {
-                return Ok(None);
-            }
-        }
+            Ok(moves.len() <= MOST_GROUPS)
+        },
+    )?;
+    if !whole {
+        return Ok(None);
     }
     let mut ordered: Vec<(At, Moves)> = moves.into_iter().collect();
     ordered.sort_unstable_by_key(|(key, _)| *key);
@@ -308,27 +325,21 @@ fn long_lived(conn: &Connection, run_id: i64, top: i64) -> Result<Option<Vec<Vec
     let mut kinds: Vec<String> = Vec::new();
     let mut kind_index: HashMap<String, usize> = HashMap::new();
     let mut lives: FastMap<(i64, i64, usize, Option<i64>), Life> = FastMap::new();
-    {
-        let mut statement = conn
-            .prepare(
-                "SELECT m.node, a.uid, a.kind, a.provenance, a.size, a.first_seq, a.last_seq
-                 FROM memory m JOIN allocation_span a ON a.memory_id = m.id
-                 WHERE m.run_id = ?1",
-            )
-            .map_err(query_error)?;
-        let mut rows = statement.query([run_id]).map_err(query_error)?;
-        while let Some(row) = rows.next().map_err(query_error)? {
-            let node: i64 = row.get(0).map_err(query_error)?;
-            let Some(&(_, node_last)) = nodes.get(&node) else {
-                continue;
-            };
-            let uid: i64 = row.get(1).map_err(query_error)?;
-            let kind = match row.get_ref(2).map_err(query_error)? {
+    let whole = each_span(
+        conn,
+        run_id,
+        &nodes,
+        "a.uid, a.kind, a.provenance, a.size",
+        "",
+        &mut |row, node, first, last| {
+            let uid: i64 = row.get(3).map_err(query_error)?;
+            // A kind that is not text is left to the SQL.
+            let kind = match row.get_ref(4).map_err(query_error)? {
                 ValueRef::Text(text) => match std::str::from_utf8(text) {
                     Ok(text) => text,
-                    Err(_) => return Ok(None),
+                    Err(_) => return Ok(false),
                 },
-                _ => return Ok(None),
+                _ => return Ok(false),
             };
             let found = if kinds.len() <= 16 {
                 kinds.iter().position(|known| known == kind)
@@ -343,18 +354,13 @@ fn long_lived(conn: &Connection, run_id: i64, top: i64) -> Result<Option<Vec<Vec
                     kinds.len() - 1
                 }
             };
-            let provenance: Option<i64> = row.get(3).map_err(query_error)?;
-            let size: i64 = row.get(4).map_err(query_error)?;
-            let first: i64 = row.get(5).map_err(query_error)?;
-            let last: i64 = row
-                .get::<_, Option<i64>>(6)
-                .map_err(query_error)?
-                .unwrap_or(node_last);
+            let provenance: Option<i64> = row.get(5).map_err(query_error)?;
+            let size: i64 = row.get(6).map_err(query_error)?;
             // The SQL joins both ends to their snapshots: a span whose end names none drops out.
             let (Some((first_ordinal, _)), Some((last_ordinal, _))) =
                 (snapshot(node, first), snapshot(node, last))
             else {
-                continue;
+                return Ok(true);
             };
             let stretch = i128::from(last_ordinal) - i128::from(first_ordinal) + 1;
             lives
@@ -371,10 +377,11 @@ fn long_lived(conn: &Connection, run_id: i64, top: i64) -> Result<Option<Vec<Vec
                     last,
                     snapshots: stretch,
                 });
-            if lives.len() > MOST_GROUPS {
-                return Ok(None);
-            }
-        }
+            Ok(lives.len() <= MOST_GROUPS)
+        },
+    )?;
+    if !whole {
+        return Ok(None);
     }
     // Texts are ranked once (kinds and provenances are a short vocabulary), so that the sort
     // compares integers and only the rows shown are made.
