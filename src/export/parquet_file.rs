@@ -15,8 +15,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use parquet::basic::{Compression, ConvertedType, LogicalType, Repetition, ZstdLevel};
 use parquet::column::page::{CompressedPage, PageWriteSpec, PageWriter};
-use parquet::column::writer::{get_column_writer, ColumnCloseResult, ColumnWriter};
-use parquet::data_type::ByteArray;
+use parquet::column::writer::{
+    get_column_writer, ColumnCloseResult, ColumnWriter, ColumnWriterImpl,
+};
+use parquet::data_type::{ByteArray, DataType};
 use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -95,19 +97,32 @@ impl PageWriter for BufferedPages {
     }
 }
 
-/// One column's values of the batch under way: definition levels (1 value, 0 NULL) and the
-/// values that are not NULL.
+/// One column's values of the batch under way that are not NULL.
 enum Batch {
-    Int(Vec<i64>, Vec<i16>),
-    Real(Vec<f64>, Vec<i16>),
-    Text(Vec<ByteArray>, Vec<i16>),
+    Int(Vec<i64>),
+    Real(Vec<f64>),
+    Text(Vec<ByteArray>),
 }
 
-/// One column of the row group under way: its encoder and the pages it has finished.
+/// One column of the row group under way: its encoder, the pages it has finished, and the batch
+/// under way with its definition levels (1 a value, 0 NULL).
 struct Column {
     encoder: ColumnWriter<'static>,
     pages: Pages,
     batch: Batch,
+    levels: Vec<i16>,
+}
+
+/// Hand a batch's values and levels to a column's encoder, and empty them.
+fn encode<T: DataType>(
+    encoder: &mut ColumnWriterImpl<'_, T>,
+    values: &mut Vec<T::T>,
+    levels: &mut Vec<i16>,
+) -> parquet::errors::Result<()> {
+    encoder.write_batch(values, Some(levels), None)?;
+    values.clear();
+    levels.clear();
+    Ok(())
 }
 
 /// Writes one table's file from rows given one at a time.
@@ -172,14 +187,15 @@ impl<'a> Writer<'a> {
                     Box::new(BufferedPages(pages.clone())),
                 );
                 let batch = match kind {
-                    Type::Int => Batch::Int(Vec::new(), Vec::new()),
-                    Type::Real => Batch::Real(Vec::new(), Vec::new()),
-                    Type::Text => Batch::Text(Vec::new(), Vec::new()),
+                    Type::Int => Batch::Int(Vec::new()),
+                    Type::Real => Batch::Real(Vec::new()),
+                    Type::Text => Batch::Text(Vec::new()),
                 };
                 Column {
                     encoder,
                     pages,
                     batch,
+                    levels: Vec::new(),
                 }
             })
             .collect()
@@ -190,24 +206,15 @@ impl<'a> Writer<'a> {
         for ((column, value), (name, _)) in self.columns.iter_mut().zip(row).zip(self.table.columns)
         {
             match (&mut column.batch, value) {
-                (Batch::Int(_, levels), Value::Null)
-                | (Batch::Real(_, levels), Value::Null)
-                | (Batch::Text(_, levels), Value::Null) => levels.push(0),
-                (Batch::Int(values, levels), Value::Int(number)) => {
-                    values.push(*number);
-                    levels.push(1);
+                (_, Value::Null) => {
+                    column.levels.push(0);
+                    continue;
                 }
-                (Batch::Real(values, levels), Value::Real(number)) => {
-                    values.push(*number);
-                    levels.push(1);
-                }
-                (Batch::Real(values, levels), Value::Int(number)) => {
-                    values.push(*number as f64);
-                    levels.push(1);
-                }
-                (Batch::Text(values, levels), Value::Text(text)) => {
-                    values.push(ByteArray::from(text.as_str()));
-                    levels.push(1);
+                (Batch::Int(values), Value::Int(number)) => values.push(*number),
+                (Batch::Real(values), Value::Real(number)) => values.push(*number),
+                (Batch::Real(values), Value::Int(number)) => values.push(*number as f64),
+                (Batch::Text(values), Value::Text(text)) => {
+                    values.push(ByteArray::from(text.as_str()))
                 }
                 (_, other) => {
                     return Err(std::io::Error::other(format!(
@@ -216,6 +223,7 @@ impl<'a> Writer<'a> {
                     )))
                 }
             }
+            column.levels.push(1);
         }
         self.batched += 1;
         self.grouped += 1;
@@ -232,24 +240,16 @@ impl<'a> Writer<'a> {
     /// Hand the batch's values to the column encoders.
     fn encode_batch(&mut self) -> std::io::Result<()> {
         for column in &mut self.columns {
+            let levels = &mut column.levels;
             let written = match (&mut column.encoder, &mut column.batch) {
-                (ColumnWriter::Int64ColumnWriter(encoder), Batch::Int(values, levels)) => {
-                    let written = encoder.write_batch(values, Some(levels), None);
-                    values.clear();
-                    levels.clear();
-                    written
+                (ColumnWriter::Int64ColumnWriter(encoder), Batch::Int(values)) => {
+                    encode(encoder, values, levels)
                 }
-                (ColumnWriter::DoubleColumnWriter(encoder), Batch::Real(values, levels)) => {
-                    let written = encoder.write_batch(values, Some(levels), None);
-                    values.clear();
-                    levels.clear();
-                    written
+                (ColumnWriter::DoubleColumnWriter(encoder), Batch::Real(values)) => {
+                    encode(encoder, values, levels)
                 }
-                (ColumnWriter::ByteArrayColumnWriter(encoder), Batch::Text(values, levels)) => {
-                    let written = encoder.write_batch(values, Some(levels), None);
-                    values.clear();
-                    levels.clear();
-                    written
+                (ColumnWriter::ByteArrayColumnWriter(encoder), Batch::Text(values)) => {
+                    encode(encoder, values, levels)
                 }
                 _ => Err(ParquetError::General(format!(
                     "{}: a column's encoder does not match its type",
