@@ -28,7 +28,7 @@
 mod common;
 
 use common::steady::generate_steady;
-use common::{median, report, run_binary, run_binary_quietly};
+use common::{median, report, run_binary, run_binary_quietly, Ran};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -445,8 +445,8 @@ fn user_shapes(db: &Path, run: &str, repeat: usize, timeout: Duration) {
     }
 }
 
-/// Import a folder through the binary; returns (seconds, peak MiB).
-fn import(db: &Path, folder: &Path) -> (f64, f64) {
+/// Import a folder through the binary; what the run took (it must succeed).
+fn import(db: &Path, folder: &Path) -> Ran {
     let ran = run_binary(
         &strings(&[
             "--db",
@@ -458,7 +458,7 @@ fn import(db: &Path, folder: &Path) -> (f64, f64) {
         Duration::from_secs(3600),
     );
     assert!(ran.ok, "bench: import of {} failed", folder.display());
-    (ran.seconds, ran.peak_mib)
+    ran
 }
 
 fn largest_file(folder: &Path) -> u64 {
@@ -623,11 +623,7 @@ fn limit_figures(work: &Path, allocations: usize, repeat: usize) {
             match (round + side) % 3 {
                 0 => {
                     remove_database(&db);
-                    let ran = run_binary_quietly(
-                        &strings(&["--db", &shown(&db), "import", "--quiet", &shown(&folder)]),
-                        Duration::from_secs(3600),
-                    );
-                    assert!(ran.ok, "bench: import of {} failed", folder.display());
+                    let ran = import(&db, &folder);
                     final_bytes = database_bytes(&db);
                     ours.push((ran.seconds, ran.system_seconds, ran.written_bytes));
                 }
@@ -754,7 +750,11 @@ fn main() {
             } {
                 if side == "memstate" {
                     remove_database(&db);
-                    let (seconds, round_peak) = import(&db, &folder);
+                    let Ran {
+                        seconds,
+                        peak_mib: round_peak,
+                        ..
+                    } = import(&db, &folder);
                     memstate_times.push(seconds);
                     peak = peak.max(round_peak);
                 } else {
@@ -785,7 +785,11 @@ fn main() {
             started.elapsed().as_secs_f64()
         );
         let db = work.path().join("b.db");
-        let (seconds, peak) = import(&db, &folder);
+        let Ran {
+            seconds,
+            peak_mib: peak,
+            ..
+        } = import(&db, &folder);
         storage_figures(&db, "(b)", &folder, rows, seconds, peak, None);
         questions(&db, "long", query_repeat, timeout, work.path());
         user_shapes(&db, "long", query_repeat, timeout);
@@ -797,7 +801,11 @@ fn main() {
         let written =
             memstate::sim::simulate(&config, &folder, &mut |_| {}).expect("bench: simulate");
         let db = work.path().join("c.db");
-        let (seconds, peak) = import(&db, &folder);
+        let Ran {
+            seconds,
+            peak_mib: peak,
+            ..
+        } = import(&db, &folder);
         println!("(c) default simulated run: {} dumps", written.dumps);
         storage_figures(
             &db,
