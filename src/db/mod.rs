@@ -12,6 +12,7 @@
 //! writes it, [`spans`] keeps its allocation and hole spans exact, [`legacy`] recognises dumps
 //! that memstate 1 imported.
 
+mod dump_spans;
 mod legacy;
 mod remove;
 mod rows;
@@ -125,6 +126,31 @@ impl Database {
         let conn = self.conn;
         conn.busy_timeout(Duration::ZERO)
             .map_err(|error| Error::database(&display, error))?;
+        if compact && self.pages_at_open.is_some() {
+            // The ends that this session's dumps recorded move into the span tables, once for the
+            // whole import (see migrations/V8__span_ends.sql). When another writer holds the
+            // file, a later session moves them; until then the views read them where they are.
+            let moved =
+                conn.execute_batch("BEGIN IMMEDIATE").and_then(
+                    |()| match span_tables::move_all_ends(&conn) {
+                        Ok(_) => conn.execute_batch("COMMIT"),
+                        Err(error) => {
+                            let _ = conn.execute_batch("ROLLBACK");
+                            Err(error)
+                        }
+                    },
+                );
+            match moved {
+                Ok(()) => {}
+                Err(error) if is_busy(&error) => {}
+                Err(error) => {
+                    return Err(Error::database(
+                        display,
+                        Because::context("cannot move the recorded span ends", error),
+                    ))
+                }
+            }
+        }
         if let Some(pages_at_open) = self.pages_at_open.filter(|_| compact) {
             let pages: i64 = conn
                 .query_row("PRAGMA page_count", [], |row| row.get(0))

@@ -4,7 +4,7 @@
 use rusqlite::{params, Connection};
 
 use super::rows::{neighbours, node_memories};
-use super::span_tables::{AllocationSpans, HoleSpans, SpanTable};
+use super::span_tables::{move_all_ends, AllocationSpans, HoleSpans, SpanTable};
 use super::spans;
 
 /// Remove a snapshot and everything that is only its (for `--replace`), keeping the spans exact.
@@ -15,6 +15,8 @@ pub(super) fn remove_snapshot(
     node: i64,
     seq: i64,
 ) -> rusqlite::Result<()> {
+    // The spans are planned against where they are stored: recorded ends move in first.
+    move_all_ends(conn)?;
     let (prev, next) = neighbours(conn, run_id, node, seq)?;
     let memory_ids = node_memories(conn, run_id, node)?;
     fn remove<T: SpanTable>(

@@ -100,8 +100,13 @@ fn known_objects() -> &'static BTreeSet<String> {
     })
 }
 
-/// The private storage tables of the current schema (and the migration history): what readers
-/// such as Datasette should hide, found by running the migrations on an in-memory database.
+/// Views that are private storage too: they give the stored spans their recorded ends (see
+/// migrations/V8__span_ends.sql), under the names the span tables had, for the public views.
+const STORAGE_VIEWS: [&str; 2] = ["allocation_span", "hole_span"];
+
+/// The private storage tables and views of the current schema (and the migration history): what
+/// readers such as Datasette should hide, found by running the migrations on an in-memory
+/// database.
 pub fn storage_tables() -> Vec<String> {
     let mut tables = vec![HISTORY.to_string()];
     if let Ok(conn) = Connection::open_in_memory() {
@@ -113,7 +118,9 @@ pub fn storage_tables() -> Vec<String> {
                 tables.extend(
                     names
                         .into_iter()
-                        .filter(|(kind, _)| kind == "table")
+                        .filter(|(kind, name)| {
+                            kind == "table" || STORAGE_VIEWS.contains(&name.as_str())
+                        })
                         .map(|(_, name)| name),
                 );
             }

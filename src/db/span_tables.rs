@@ -14,9 +14,14 @@ pub type SpanKey = (i64, i64);
 pub trait SpanTable {
     type Attrs: Clone + PartialEq;
 
-    /// The table and the column that, after `memory_id`, keys a span.
+    /// The view that reads the spans (each stored span with its end), and the column that, after
+    /// `memory_id`, keys a span.
     const TABLE: &'static str;
     const KEY_COLUMN: &'static str;
+    /// The table of spans as stored, and the table of ends not yet moved into it (see
+    /// migrations/V8__span_ends.sql).
+    const STORED: &'static str;
+    const ENDS: &'static str;
     /// What is read of a span, in [`SpanTable::row`]'s order.
     const COLUMNS: &'static str;
     /// Inserts a span: `?1` memory id, `?2` level, `?3` first_seq, `?4` key, `?5` last_seq, then
@@ -53,7 +58,7 @@ pub trait SpanTable {
         stab(
             conn,
             &format!(
-                "SELECT {} FROM {}
+                "SELECT {} FROM {} span
                  WHERE memory_id = ?1 AND level = ?2 AND first_seq BETWEEN ?3 AND ?4 AND (last_seq IS NULL OR last_seq >= ?4)",
                 Self::COLUMNS,
                 Self::TABLE
@@ -72,7 +77,7 @@ pub trait SpanTable {
         rows_of(
             conn,
             &format!(
-                "SELECT {} FROM {} WHERE memory_id = ?1 AND level = {OPEN_LEVEL}",
+                "SELECT {} FROM {} span WHERE memory_id = ?1 AND level = {OPEN_LEVEL} AND last_seq IS NULL",
                 Self::COLUMNS,
                 Self::TABLE
             ),
@@ -81,13 +86,20 @@ pub trait SpanTable {
         )
     }
 
+    /// Write planned changes. They must be planned from spans read after [`SpanTable::move_ends`]
+    /// (or kept by the writer since): a span is deleted at the level its extent gives.
     fn apply(conn: &Connection, changes: &[Change<SpanKey, Self::Attrs>]) -> rusqlite::Result<()> {
         let mut delete = conn.prepare_cached(&format!(
             "DELETE FROM {} WHERE memory_id = ?1 AND level = ?2 AND first_seq = ?3 AND {} = ?4",
-            Self::TABLE,
+            Self::STORED,
             Self::KEY_COLUMN
         ))?;
         let mut insert = conn.prepare_cached(Self::INSERT)?;
+        let mut end = conn.prepare_cached(&format!(
+            "INSERT INTO {} (memory_id, first_seq, {}, last_seq) VALUES (?1, ?2, ?3, ?4)",
+            Self::ENDS,
+            Self::KEY_COLUMN
+        ))?;
         for change in changes {
             match change {
                 Change::Delete((memory_id, column), span) => {
@@ -99,10 +111,67 @@ pub trait SpanTable {
                     ])?;
                 }
                 Change::Insert(key, span) => Self::insert(&mut insert, *key, span)?,
+                Change::End((memory_id, column), span, last) => {
+                    end.execute(params![memory_id, span.first, column, last])?;
+                }
             }
         }
         Ok(())
     }
+
+    /// Move every recorded end into the span table: each span that ended leaves the open level
+    /// for its closed one, with its last_seq. What the views read does not change. Returns how
+    /// many spans moved.
+    fn move_ends(conn: &Connection) -> rusqlite::Result<u64> {
+        let ends: Vec<(i64, i64, i64, i64)> = {
+            let mut statement = conn.prepare(&format!(
+                "SELECT memory_id, first_seq, {}, last_seq FROM {} ORDER BY memory_id, first_seq, {}",
+                Self::KEY_COLUMN,
+                Self::ENDS,
+                Self::KEY_COLUMN
+            ))?;
+            let rows = statement.query_map([], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+            })?;
+            rows.collect::<rusqlite::Result<_>>()?
+        };
+        if ends.is_empty() {
+            return Ok(0);
+        }
+        let mut read = conn.prepare_cached(&format!(
+            "SELECT {} FROM {} span WHERE memory_id = ?1 AND level = {OPEN_LEVEL} AND first_seq = ?2 AND {} = ?3",
+            Self::COLUMNS,
+            Self::STORED,
+            Self::KEY_COLUMN
+        ))?;
+        let mut changes = Vec::with_capacity(ends.len().min(4096) * 2);
+        for (memory_id, first, column, last) in ends {
+            let mut rows = read.query(params![memory_id, first, column])?;
+            // An end without its open span would be a stale record: there is nothing to close.
+            if let Some(row) = rows.next()? {
+                let (key, span) = Self::row(row)?;
+                changes.push(Change::Delete(key, span.clone()));
+                changes.push(Change::Insert(
+                    key,
+                    Span {
+                        last: Some(last),
+                        ..span
+                    },
+                ));
+            }
+            if changes.len() >= 8192 {
+                Self::apply(conn, &changes)?;
+                changes.clear();
+            }
+        }
+        Self::apply(conn, &changes)?;
+        Ok(conn.execute(&format!("DELETE FROM {}", Self::ENDS), [])? as u64)
+    }
+}
+
+/// Move the recorded ends of both span tables into them (see [`SpanTable::move_ends`]); how many.
+pub fn move_all_ends(conn: &Connection) -> rusqlite::Result<u64> {
+    Ok(AllocationSpans::move_ends(conn)? + HoleSpans::move_ends(conn)?)
 }
 
 /// The attributes an allocation span keeps, as stored (strings as string ids). The importer
@@ -200,7 +269,7 @@ pub struct AllocationSpans;
 /// migrations/V4__flat_views.sql); spans in memory carry its string id like every other text, so
 /// it is looked up both ways here.
 const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
-     (SELECT k.id FROM string k WHERE k.value = allocation_span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
+     (SELECT k.id FROM string k WHERE k.value = span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
 
 /// Run `select` (with `?1` memory id, `?2` level, `?3`..`?4` the first_seq range and `?4` the seq
 /// the span must reach) for every memory and level, collecting the rows by key.
@@ -256,9 +325,11 @@ impl SpanTable for AllocationSpans {
 
     const TABLE: &'static str = "allocation_span";
     const KEY_COLUMN: &'static str = "uid";
+    const STORED: &'static str = "allocation_span_stored";
+    const ENDS: &'static str = "allocation_span_end";
     const COLUMNS: &'static str = ALLOCATION_COLUMNS;
     const INSERT: &'static str =
-        "INSERT INTO allocation_span (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
+        "INSERT INTO allocation_span_stored (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
                                       created_ns, provenance, label, gc_priority, attrs)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
@@ -316,8 +387,10 @@ impl SpanTable for HoleSpans {
 
     const TABLE: &'static str = "hole_span";
     const KEY_COLUMN: &'static str = "offset";
+    const STORED: &'static str = "hole_span_stored";
+    const ENDS: &'static str = "hole_span_end";
     const COLUMNS: &'static str = "memory_id, offset, first_seq, last_seq, size";
-    const INSERT: &'static str = "INSERT INTO hole_span (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    const INSERT: &'static str = "INSERT INTO hole_span_stored (memory_id, level, first_seq, offset, last_seq, size) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
 
     fn attrs(row: &rusqlite::Row) -> rusqlite::Result<Self::Attrs> {
         row.get(4)

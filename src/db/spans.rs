@@ -54,6 +54,9 @@ impl<A> Span<A> {
 pub enum Change<K, A> {
     Delete(K, Span<A>),
     Insert(K, Span<A>),
+    /// The open span ends at the given seq: the same as deleting it and inserting it closed,
+    /// which the writer defers (it records the end, see migrations/V8__span_ends.sql).
+    End(K, Span<A>, i64),
 }
 
 /// The level (length class) a span is stored under: the smallest L with `last - first < 4^L` for a
@@ -234,28 +237,34 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
                 }
             }
             (Some(span), thing) => {
-                // Absent or different at `seq`: cut around it.
+                // Absent or different at `seq`: cut around it. An open span that `seq` follows
+                // (it passes over `seq` only by being open) just ends at `prev`.
                 let span = span.clone();
-                changes.push(Change::Delete(key, span.clone()))?;
-                if let Some(prev) = prev {
-                    changes.push(Change::Insert(
-                        key,
-                        Span {
-                            first: span.first,
-                            last: Some(prev),
-                            attrs: span.attrs.clone(),
-                        },
-                    ))?;
-                }
-                if let Some(next) = next {
-                    changes.push(Change::Insert(
-                        key,
-                        Span {
-                            first: next,
-                            last: span.last,
-                            attrs: span.attrs,
-                        },
-                    ))?;
+                match (prev, next) {
+                    (Some(prev), None) => changes.push(Change::End(key, span, prev))?,
+                    _ => {
+                        changes.push(Change::Delete(key, span.clone()))?;
+                        if let Some(prev) = prev {
+                            changes.push(Change::Insert(
+                                key,
+                                Span {
+                                    first: span.first,
+                                    last: Some(prev),
+                                    attrs: span.attrs.clone(),
+                                },
+                            ))?;
+                        }
+                        if let Some(next) = next {
+                            changes.push(Change::Insert(
+                                key,
+                                Span {
+                                    first: next,
+                                    last: span.last,
+                                    attrs: span.attrs,
+                                },
+                            ))?;
+                        }
+                    }
                 }
                 if let Some(attrs) = thing {
                     let new = Span {

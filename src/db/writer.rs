@@ -18,11 +18,11 @@ use rusqlite::{
     params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior,
 };
 
+use super::dump_spans::{write_spans, Ends, NodeSpans, MOST_PENDING_ENDS};
 use super::legacy;
 use super::remove::remove_snapshot;
-use super::rows::{allocation_attrs, figure_values, id_bits, neighbours, node_memories, size_bits};
-use super::span_tables::{AllocationAttrs, AllocationSpans, HoleSpans, SpanTable};
-use super::spans::{self, OpenList, Span, SpanList};
+use super::rows::{figure_values, id_bits, neighbours, size_bits};
+use super::span_tables::move_all_ends;
 use crate::dump::{Annotations, Object, Prepared, Sym};
 use crate::error::{Error, Result};
 
@@ -37,33 +37,6 @@ pub enum Outcome {
     Replaced { snapshot_id: i64, allocations: u64 },
 }
 
-/// The open spans of a node's latest snapshot, as committed.
-struct NodeSpans {
-    latest: i64,
-    allocations: OpenList<(i64, i64), AllocationAttrs>,
-    holes: OpenList<(i64, i64), i64>,
-}
-
-/// A list of spans handed to the planner, its memory given back as it is read.
-type Around<A> = Box<dyn Iterator<Item = ((i64, i64), Span<A>)>>;
-
-fn around<A: 'static>(list: SpanList<(i64, i64), A>) -> Around<A> {
-    Box::new(spans::Draining::new(list))
-}
-
-fn around_open<A: 'static>(list: OpenList<(i64, i64), A>) -> Around<A> {
-    Box::new(spans::Draining::new(list).map(|(key, first, attrs)| {
-        (
-            key,
-            Span {
-                first,
-                last: None,
-                attrs,
-            },
-        )
-    }))
-}
-
 /// Writes dumps into an open database (one writer per import), keeping a cache of interned string ids between dumps.
 pub struct Writer<'c> {
     conn: &'c mut Connection,
@@ -76,6 +49,8 @@ pub struct Writer<'c> {
     data_version: Option<i64>,
     /// Set by Ctrl-C: the dump being written is rolled back.
     stop: Option<&'c AtomicBool>,
+    /// Span ends recorded since they were last moved into the span tables (as far as known).
+    pending_ends: u64,
 }
 
 /// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
@@ -96,6 +71,7 @@ struct Landed {
     outcome: Outcome,
     /// The node's open spans after this dump, when they are known.
     open: Option<NodeSpans>,
+    ends: Ends,
 }
 
 impl<'c> Writer<'c> {
@@ -112,6 +88,7 @@ impl<'c> Writer<'c> {
             nodes: HashMap::new(),
             data_version: None,
             stop: None,
+            pending_ends: 0,
         }
     }
 
@@ -125,6 +102,16 @@ impl<'c> Writer<'c> {
 
     /// Import one prepared dump read from `source`, in its own transaction.
     pub fn import(&mut self, prepared: &Prepared, source: &str, replace: bool) -> Result<Outcome> {
+        let outcome = self.import_one(prepared, source, replace)?;
+        if self.pending_ends >= MOST_PENDING_ENDS {
+            let db_display = self.db_display.clone();
+            self.move_ends()
+                .map_err(|error| Error::database(&db_display, error))?;
+        }
+        Ok(outcome)
+    }
+
+    fn import_one(&mut self, prepared: &Prepared, source: &str, replace: bool) -> Result<Outcome> {
         let mut new_strings = Vec::new();
         let db_display = self.db_display.clone();
         let transaction = self
@@ -167,6 +154,10 @@ impl<'c> Writer<'c> {
                 if let Some(open) = landed.open {
                     self.nodes.insert(node, open);
                 }
+                if landed.ends.moved_before {
+                    self.pending_ends = 0;
+                }
+                self.pending_ends += landed.ends.recorded;
                 Ok(landed.outcome)
             }
             Err(error) => {
@@ -181,6 +172,18 @@ impl<'c> Writer<'c> {
 
     /// Import an annotations file: its objects and links join the run's allocations by uid.
     /// Returns how many links were new.
+    /// Move the recorded span ends into the span tables, in a transaction of their own (the
+    /// views read the same before and after; the open spans this writer keeps stay open).
+    fn move_ends(&mut self) -> rusqlite::Result<()> {
+        let transaction = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        move_all_ends(&transaction)?;
+        transaction.commit()?;
+        self.pending_ends = 0;
+        Ok(())
+    }
+
     pub fn import_annotations(&mut self, annotations: &Annotations) -> Result<u64> {
         let mut new_strings = Vec::new();
         let db_display = self.db_display.clone();
@@ -237,6 +240,7 @@ impl Statements<'_, '_> {
                 return Ok(Landed {
                     outcome: Outcome::Unchanged { snapshot_id },
                     open: cached,
+                    ends: Ends::default(),
                 })
             }
             // The node's spans changed under the cache.
@@ -259,9 +263,16 @@ impl Statements<'_, '_> {
         let memory_of = self
             .write_memories(prepared, run_id, snapshot_id, &ids)
             .map_err(self.db_error())?;
-        let open = self
-            .write_spans(prepared, run_id, &ids, &memory_of, (prev, next), cache)
-            .map_err(self.db_error())?;
+        let (open, ends) = write_spans(
+            self.tx,
+            prepared,
+            run_id,
+            &ids,
+            &memory_of,
+            (prev, next),
+            cache,
+        )
+        .map_err(self.db_error())?;
         let allocations = dump.allocation_count() as u64;
         let outcome = if replaced {
             Outcome::Replaced {
@@ -274,7 +285,11 @@ impl Statements<'_, '_> {
                 allocations,
             }
         };
-        Ok(Landed { outcome, open })
+        Ok(Landed {
+            outcome,
+            open,
+            ends,
+        })
     }
 
     /// What is already stored under the dump's (run, node, seq): nothing, the same content, or a
@@ -464,103 +479,6 @@ impl Statements<'_, '_> {
             memory_of.push(memory_id);
         }
         Ok(memory_of)
-    }
-
-    /// The allocation and hole spans with this snapshot in them; the node's open spans after it
-    /// when this is the node's latest snapshot.
-    fn write_spans(
-        &self,
-        prepared: &Prepared,
-        run_id: i64,
-        ids: &[i64],
-        memory_of: &[i64],
-        (prev, next): (Option<i64>, Option<i64>),
-        cache: Option<NodeSpans>,
-    ) -> rusqlite::Result<Option<NodeSpans>> {
-        let dump = &prepared.dump;
-        let (node, seq) = (dump.run.node, dump.snapshot.seq);
-        let sym = |sym: Sym| ids[sym.0 as usize];
-        let opt = |value: Option<Sym>| value.map(sym);
-        // What the spans must hold at `seq`, in key order (memory id, then uid or offset), made as
-        // the planner asks for it.
-        let mut memories_in_order: Vec<usize> = (0..dump.memories.len()).collect();
-        memories_in_order.sort_unstable_by_key(|&index| memory_of[index]);
-        let allocations = memories_in_order.iter().flat_map(|&index| {
-            let (memory, memory_id) = (&dump.memories[index], memory_of[index]);
-            prepared.by_uid[index].iter().map(move |&position| {
-                let allocation = &memory.allocations[position as usize];
-                (
-                    (memory_id, id_bits(allocation.uid)),
-                    allocation_attrs(
-                        allocation,
-                        sym(allocation.kind),
-                        opt(allocation.provenance),
-                        opt(allocation.label),
-                    ),
-                )
-            })
-        });
-        let holes = memories_in_order.iter().flat_map(|&index| {
-            let memory_id = memory_of[index];
-            prepared.holes[index]
-                .iter()
-                .map(move |hole| ((memory_id, size_bits(hole.offset)), size_bits(hole.size)))
-        });
-        // The spans around `seq`: from memory when `seq` follows the node's latest snapshot that
-        // this writer wrote, else from the database.
-        let tx = self.tx;
-        let memory_ids = node_memories(tx, run_id, node)?;
-        let appended = next.is_none() && prev.is_some();
-        let (prev_allocations, prev_holes) = match (
-            cache.filter(|spans| appended && Some(spans.latest) == prev),
-            prev,
-        ) {
-            (Some(spans), _) => (around_open(spans.allocations), around_open(spans.holes)),
-            (None, Some(_)) if appended => (
-                around(AllocationSpans::open(tx, &memory_ids)?),
-                around(HoleSpans::open(tx, &memory_ids)?),
-            ),
-            (None, Some(prev)) => (
-                around(AllocationSpans::containing(tx, &memory_ids, prev)?),
-                around(HoleSpans::containing(tx, &memory_ids, prev)?),
-            ),
-            (None, None) => (around(Vec::new()), around(Vec::new())),
-        };
-        let (next_allocations, next_holes) = match next {
-            Some(next) => (
-                AllocationSpans::containing(tx, &memory_ids, next)?,
-                HoleSpans::containing(tx, &memory_ids, next)?,
-            ),
-            None => (Vec::new(), Vec::new()),
-        };
-        // Changes are written in batches while they are planned (see spans::plan_insert).
-        let open_allocations = spans::plan_insert(
-            seq,
-            prev,
-            next,
-            prev_allocations,
-            &next_allocations,
-            allocations,
-            &mut |changes| AllocationSpans::apply(tx, changes),
-        )?;
-        let open_holes = spans::plan_insert(
-            seq,
-            prev,
-            next,
-            prev_holes,
-            &next_holes,
-            holes,
-            &mut |changes| HoleSpans::apply(tx, changes),
-        )?;
-        // When `seq` is the node's latest snapshot, its open spans are what the next dump needs.
-        Ok(match (open_allocations, open_holes) {
-            (Some(allocations), Some(holes)) => Some(NodeSpans {
-                latest: seq,
-                allocations,
-                holes,
-            }),
-            _ => None,
-        })
     }
 
     fn annotations(&mut self, annotations: &Annotations) -> rusqlite::Result<u64> {

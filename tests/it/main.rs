@@ -37,6 +37,7 @@ mod serve_browser;
 mod shards;
 mod sim;
 mod sources;
+mod span_ends;
 mod sql_shapes;
 mod storage;
 mod story;

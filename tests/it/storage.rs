@@ -78,7 +78,10 @@ fn every_view_has_the_columns_schema_md_lists_in_that_order() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    for view in &views {
+    // The views that are private storage (the span tables as readers see them) are not public.
+    let private = memstate::db::storage_tables();
+    assert!(private.iter().any(|name| name == "allocation_span"));
+    for view in views.iter().filter(|view| !private.contains(view)) {
         assert!(
             documented.iter().any(|(name, _)| name == view),
             "view {view} is not documented in docs/SCHEMA.md"

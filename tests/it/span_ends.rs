@@ -1,0 +1,219 @@
+//! Span ends that an import recorded and has not yet moved into the span tables (see
+//! migrations/V8__span_ends.sql): a reader during an import, or after a killed one, reads every
+//! view as after the move; a later import moves them; a dump that lands between two imported
+//! ones is planned against the moved spans.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
+
+use crate::common::{import, scalar};
+
+/// The dumps of a simulated run, in (node, seq) order (their names sort so).
+fn simulated_dumps(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
+    let folder = dir.join("run");
+    let config = memstate::sim::Config {
+        steps: 300,
+        continue_after_oom: true,
+        intensity: 2.0,
+        ..Default::default()
+    };
+    memstate::sim::simulate(&config, &folder, &mut |_| {}).unwrap();
+    let mut files = Vec::new();
+    let mut folders = vec![folder.clone()];
+    while let Some(current) = folders.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "json") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    assert!(files.len() >= 20, "{} dumps", files.len());
+    (folder, files)
+}
+
+/// Import `files` through the library's writer, in order, without finishing the session: the
+/// ends the dumps recorded stay where they are, as during an import.
+fn import_unfinished(db: &Path, files: &[PathBuf]) {
+    let mut database = memstate::db::open(db).unwrap();
+    let mut importer = database.writer("t.db");
+    for file in files {
+        let text = std::fs::read(file).unwrap();
+        let name = file.display().to_string();
+        let dump = match memstate::dump::parse_document(&text, &name, Default::default()).unwrap() {
+            memstate::dump::Document::Dump(dump) => *dump,
+            _ => panic!("{name} is a dump"),
+        };
+        let outcome = importer
+            .import(&memstate::dump::prepare(dump), &name, false)
+            .unwrap();
+        assert!(
+            matches!(outcome, memstate::db::Outcome::Imported { .. }),
+            "{name}: {outcome:?}"
+        );
+    }
+}
+
+/// The two databases' views are the same: else the first rows that differ, from each side.
+fn assert_same_views(db: &Path, expected: &Path) {
+    let (got, want) = (views(db), views(expected));
+    if got != want {
+        let only_got: Vec<&String> = got
+            .iter()
+            .filter(|row| !want.contains(row))
+            .take(4)
+            .collect();
+        let only_want: Vec<&String> = want
+            .iter()
+            .filter(|row| !got.contains(row))
+            .take(4)
+            .collect();
+        panic!(
+            "{} rows against {}; only in {}: {only_got:#?}; only in {}: {only_want:#?}",
+            got.len(),
+            want.len(),
+            db.display(),
+            expected.display()
+        );
+    }
+}
+
+fn ends_recorded(db: &Path) -> i64 {
+    scalar::<i64>(db, "SELECT count(*) FROM allocation_span_end")
+        + scalar::<i64>(db, "SELECT count(*) FROM hole_span_end")
+}
+
+/// Every row of the public views that hold spans, snapshots named by (node, seq) rather than
+/// by id (snapshot ids follow the import order), sorted.
+fn views(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).unwrap();
+    let mut lines = Vec::new();
+    for (view, named) in [
+        ("allocations", true),
+        ("holes", true),
+        ("memory_stats", true),
+        ("allocation_spans", false),
+        ("hole_spans", false),
+    ] {
+        let columns: Vec<String> = conn
+            .prepare(&format!("SELECT name FROM pragma_table_info('{view}')"))
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .filter(|column: &String| !column.ends_with("snapshot_id"))
+            .map(|column| format!("v.\"{column}\""))
+            .collect();
+        let sql = if named {
+            format!(
+                "SELECT s.node, s.seq, {} FROM {view} v JOIN snapshots s ON s.snapshot_id = v.snapshot_id",
+                columns.join(", ")
+            )
+        } else {
+            format!("SELECT {} FROM {view} v", columns.join(", "))
+        };
+        let mut statement = conn.prepare(&sql).unwrap();
+        let width = statement.column_count();
+        let rows = statement
+            .query_map([], |row| {
+                Ok((0..width)
+                    .map(|index| format!("{:?}", row.get::<_, rusqlite::types::Value>(index)))
+                    .collect::<Vec<_>>()
+                    .join("|"))
+            })
+            .unwrap();
+        let mut rows: Vec<String> = rows.map(|row| format!("{view}|{}", row.unwrap())).collect();
+        assert!(!rows.is_empty(), "{view} is empty");
+        rows.sort();
+        lines.extend(rows);
+    }
+    lines
+}
+
+#[test]
+fn recorded_ends_read_as_moved_ones_and_the_next_import_moves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, files) = simulated_dumps(dir.path());
+    let moved = dir.path().join("moved.db");
+    import(&moved, &[&folder], 0);
+    assert_eq!(
+        ends_recorded(&moved),
+        0,
+        "an import that finished moves its ends"
+    );
+
+    let pending = dir.path().join("pending.db");
+    import_unfinished(&pending, &files);
+    let recorded = ends_recorded(&pending);
+    assert!(recorded > 50, "only {recorded} ends were recorded");
+    // Each end belongs to a span still stored open.
+    let unmatched: i64 = scalar(
+        &pending,
+        "SELECT count(*) FROM allocation_span_end e
+         WHERE NOT EXISTS (SELECT 1 FROM allocation_span_stored s
+                           WHERE s.memory_id = e.memory_id AND s.level = 64 AND s.first_seq = e.first_seq
+                             AND s.uid = e.uid AND s.last_seq IS NULL AND e.last_seq >= s.first_seq)",
+    );
+    assert_eq!(unmatched, 0);
+    assert_same_views(&pending, &moved);
+
+    // Every snapshot reads the allocations its dump holds, counted from the files themselves.
+    for file in &files {
+        let dump: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(file).unwrap()).unwrap();
+        let expected: usize = dump["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|memory| memory["allocations"].as_array().map_or(0, Vec::len))
+            .sum();
+        let read: i64 = scalar(
+            &pending,
+            &format!(
+                "SELECT count(*) FROM allocations a JOIN snapshots s ON s.snapshot_id = a.snapshot_id
+                 WHERE s.node = {} AND s.seq = {}",
+                dump["run"]["node"], dump["snapshot"]["seq"]
+            ),
+        );
+        assert_eq!(read, expected as i64, "{}", file.display());
+    }
+
+    // The next import (here of nothing new) moves them, and the file reads the same.
+    import(&pending, &[&folder], 0);
+    assert_eq!(ends_recorded(&pending), 0);
+    assert_same_views(&pending, &moved);
+    assert_eq!(scalar::<String>(&pending, "PRAGMA integrity_check"), "ok");
+}
+
+#[test]
+fn a_dump_landing_between_imported_ones_is_planned_against_moved_spans() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, files) = simulated_dumps(dir.path());
+    let moved = dir.path().join("moved.db");
+    import(&moved, &[&folder], 0);
+
+    // All but one dump in the middle of node 0, ends left recorded; then that dump, which cuts the
+    // spans passing over it (some of them ended by recorded ends).
+    let middle = files.len() / 4;
+    let skipped = vec![files[middle].clone()];
+    let rest: Vec<PathBuf> = files
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| *index != middle)
+        .map(|(_, path)| path.clone())
+        .collect();
+    let late = dir.path().join("late.db");
+    import_unfinished(&late, &rest);
+    assert!(ends_recorded(&late) > 0);
+    import_unfinished(&late, &skipped);
+    assert_eq!(
+        ends_recorded(&late),
+        0,
+        "planning from the database moved them first"
+    );
+    assert_same_views(&late, &moved);
+}
