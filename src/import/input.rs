@@ -573,7 +573,7 @@ impl Iterator for Records {
             return None;
         }
         match self.form {
-            Form::Document => self.whole(Vec::new()),
+            Form::Document => self.whole(super::buffers::take()),
             Form::Stream => {
                 if let Some(text) = self.pending.take() {
                     self.any = true;

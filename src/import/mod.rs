@@ -24,6 +24,7 @@ use crate::db::{Database, Outcome, Writer};
 use crate::dump::{self, parse_document, Annotations, Document, Options, Prepared};
 use crate::error::{Error, Result};
 
+mod buffers;
 pub mod follow;
 pub mod input;
 pub mod shards;
@@ -162,7 +163,7 @@ pub(crate) fn take(source: String, text: Vec<u8>, options: Options) -> Item {
             _ if panics_on_purpose(&source) => panic!("injected failure (a test)"),
             Err(error) => Item::Refused(error),
             Ok(Document::Dump(parsed)) => {
-                drop(text);
+                buffers::give_back(text);
                 Item::Record(Record::Dump {
                     source: source.clone(),
                     prepared: Box::new(dump::prepare(*parsed)),
