@@ -3,6 +3,9 @@
 //! snapshot, else from the database), and the planned changes written as they come. An open span
 //! that ends is recorded, not moved (see migrations/V8__span_ends.sql): [`Ends`] says how many.
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use rusqlite::Connection;
 
 use super::rows::{allocation_attrs, id_bits, node_memories, size_bits};
@@ -10,11 +13,14 @@ use super::span_tables::{move_all_ends, AllocationAttrs, AllocationSpans, HoleSp
 use super::spans::{self, OpenList, Span, SpanList};
 use crate::dump::{Prepared, Sym};
 
-/// The open spans of a node's latest snapshot, as committed.
+/// The open spans of a node's latest snapshot, as committed, and the emptied lists of the
+/// snapshot before, in which the next dump's are made (see [`spans::Draining::handing_back`]).
 pub(super) struct NodeSpans {
     pub(super) latest: i64,
     allocations: OpenList<(i64, i64), AllocationAttrs>,
     holes: OpenList<(i64, i64), i64>,
+    spare_allocations: OpenList<(i64, i64), AllocationAttrs>,
+    spare_holes: OpenList<(i64, i64), i64>,
 }
 
 /// A list of spans handed to the planner, its memory given back as it is read.
@@ -24,8 +30,18 @@ fn around<A: 'static>(list: SpanList<(i64, i64), A>) -> Around<A> {
     Box::new(spans::Draining::new(list))
 }
 
-fn around_open<A: 'static>(list: OpenList<(i64, i64), A>) -> Around<A> {
-    Box::new(spans::Draining::new(list).map(|(key, first, attrs)| {
+/// Where a drained list of open spans is handed back, emptied.
+type HandBack<A> = Rc<Cell<OpenList<(i64, i64), A>>>;
+
+fn around_open<A: 'static>(
+    list: OpenList<(i64, i64), A>,
+    hand_back: Option<HandBack<A>>,
+) -> Around<A> {
+    let draining = match hand_back {
+        Some(slot) => spans::Draining::handing_back(list, slot),
+        None => spans::Draining::new(list),
+    };
+    Box::new(draining.map(|(key, first, attrs)| {
         (
             key,
             Span {
@@ -35,6 +51,15 @@ fn around_open<A: 'static>(list: OpenList<(i64, i64), A>) -> Around<A> {
             },
         )
     }))
+}
+
+/// A node's emptied lists of open spans are kept for the next dump (see [`NodeSpans`]) when both
+/// take at most this many bytes.
+const HAND_BACK_BYTES: usize = 16 << 20;
+
+/// The memory a list takes.
+fn bytes_of<T>(list: &Vec<T>) -> usize {
+    list.capacity().saturating_mul(std::mem::size_of::<T>())
 }
 
 /// The span ends a dump recorded (see migrations/V8__span_ends.sql).
@@ -102,9 +127,26 @@ pub(super) fn write_spans(
         // recorded by earlier dumps move into the span tables first.
         move_all_ends(tx)?;
     }
-    let recorded = std::cell::Cell::new(0u64);
+    let recorded = Cell::new(0u64);
+    // The lists the cached spans are drained from come back empty, for the dump after this one.
+    let drained_allocations = Rc::new(Cell::new(Vec::new()));
+    let drained_holes = Rc::new(Cell::new(Vec::new()));
+    let (mut spare_allocations, mut spare_holes) = (Vec::new(), Vec::new());
     let (prev_allocations, prev_holes) = match (cache, prev) {
-        (Some(spans), _) => (around_open(spans.allocations), around_open(spans.holes)),
+        (Some(spans), _) => {
+            // Only a node whose open spans are small keeps a spare pair of lists: for one whose
+            // lists take more, holding a second pair between dumps would raise the import's peak.
+            let small = bytes_of(&spans.allocations) + bytes_of(&spans.holes) <= HAND_BACK_BYTES;
+            spare_allocations = spans.spare_allocations;
+            spare_holes = spans.spare_holes;
+            (
+                around_open(
+                    spans.allocations,
+                    small.then(|| drained_allocations.clone()),
+                ),
+                around_open(spans.holes, small.then(|| drained_holes.clone())),
+            )
+        }
         (None, Some(_)) if appended => (
             around(AllocationSpans::open(tx, &memory_ids)?),
             around(HoleSpans::open(tx, &memory_ids)?),
@@ -130,6 +172,7 @@ pub(super) fn write_spans(
         prev_allocations,
         &next_allocations,
         allocations,
+        spare_allocations,
         &mut |changes| {
             recorded.set(recorded.get() + ends_in(changes));
             AllocationSpans::apply(tx, changes)
@@ -142,6 +185,7 @@ pub(super) fn write_spans(
         prev_holes,
         &next_holes,
         holes,
+        spare_holes,
         &mut |changes| {
             recorded.set(recorded.get() + ends_in(changes));
             HoleSpans::apply(tx, changes)
@@ -153,6 +197,8 @@ pub(super) fn write_spans(
             latest: seq,
             allocations,
             holes,
+            spare_allocations: drained_allocations.take(),
+            spare_holes: drained_holes.take(),
         }),
         _ => None,
     };

@@ -21,8 +21,10 @@
 //! merged in one pass: a node's snapshot holds tens of thousands of things, and walking sorted
 //! lists side by side costs far less than looking each one up. [`SpanTable`] reads and writes.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::iter::Peekable;
+use std::rc::Rc;
 
 /// Spans by key, sorted by key, each key once.
 pub type SpanList<K, A> = Vec<(K, Span<A>)>;
@@ -139,6 +141,8 @@ pub struct Draining<T> {
     /// The list in reverse order: its front is popped from the end.
     reversed: Vec<T>,
     taken: usize,
+    /// Where the emptied list goes when the draining is dropped, to be filled again.
+    hand_back: Option<Rc<Cell<Vec<T>>>>,
 }
 
 impl<T> Draining<T> {
@@ -147,6 +151,26 @@ impl<T> Draining<T> {
         Draining {
             reversed: list,
             taken: 0,
+            hand_back: None,
+        }
+    }
+
+    /// Like [`Draining::new`], and when dropped, the emptied list (its memory already mapped)
+    /// goes into `slot`: the importer builds the next dump's open spans in it instead of in fresh
+    /// memory that the kernel maps and zeroes page by page.
+    pub fn handing_back(list: Vec<T>, slot: Rc<Cell<Vec<T>>>) -> Self {
+        let mut draining = Draining::new(list);
+        draining.hand_back = Some(slot);
+        draining
+    }
+}
+
+impl<T> Drop for Draining<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = &self.hand_back {
+            let mut list = std::mem::take(&mut self.reversed);
+            list.clear();
+            slot.set(list);
         }
     }
 }
@@ -186,7 +210,8 @@ fn smallest<'k, K: Ord>(keys: impl IntoIterator<Item = Option<&'k K>>) -> Option
 /// The changes that insert snapshot `seq` holding `things`, given the spans that contain its
 /// neighbours, handed to `apply` in batches as they are planned. `things` and both lists are
 /// sorted by key with each key once. Returns, when `seq` is the node's latest snapshot, its open
-/// spans (what the next dump starts from).
+/// spans (what the next dump starts from), made in `spare`'s memory.
+#[allow(clippy::too_many_arguments)]
 pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
     seq: i64,
     prev: Option<i64>,
@@ -194,6 +219,7 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
     around_prev: impl Iterator<Item = (K, Span<A>)>,
     around_next: &[(K, Span<A>)],
     things: impl IntoIterator<Item = (K, A)>,
+    spare: OpenList<K, A>,
     apply: Apply<'_, K, A, E>,
 ) -> Result<Option<OpenList<K, A>>, E> {
     // Spans passing over `seq`: they contain `prev` and reach on to `next` (or are open).
@@ -207,7 +233,12 @@ pub fn plan_insert<K: Copy + Ord, A: Clone + PartialEq, E>(
         apply,
     };
     let room = around_prev.size_hint().0.max(things.size_hint().0);
-    let mut open = next.is_none().then(|| Vec::with_capacity(room));
+    let mut open = next.is_none().then(|| {
+        let mut list = spare;
+        list.clear();
+        list.reserve(room);
+        list
+    });
     let mut before = around_prev.peekable();
     let mut after = around_next
         .iter()
@@ -409,6 +440,60 @@ pub fn plan_remove<K: Copy + Ord, A: Clone + PartialEq>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn open_span(first: i64, attrs: char) -> Span<char> {
+        Span {
+            first,
+            last: None,
+            attrs,
+        }
+    }
+
+    #[test]
+    fn the_next_dump_ends_what_changed_and_builds_its_open_spans_in_the_spare_list() {
+        // Snapshot 2 follows snapshot 1 (the latest): key 1 is unchanged, key 2 is gone, key 3
+        // is new. The spare list still holds a stale entry, which must not survive.
+        let around = vec![(1, open_span(1, 'a')), (2, open_span(1, 'b'))];
+        let mut changes = Vec::new();
+        let open = plan_insert::<i32, char, ()>(
+            2,
+            Some(1),
+            None,
+            around.into_iter(),
+            &[],
+            [(1, 'a'), (3, 'c')],
+            vec![(9, 0, 'z')],
+            &mut |batch| {
+                changes.extend_from_slice(batch);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(open, Some(vec![(1, 1, 'a'), (3, 2, 'c')]));
+        assert_eq!(
+            changes,
+            vec![
+                Change::End(2, open_span(1, 'b'), 1),
+                Change::Insert(3, open_span(2, 'c')),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_drained_list_is_handed_back_empty_with_its_memory() {
+        let slot = Rc::new(Cell::new(Vec::new()));
+        let list: Vec<u64> = (0..1000).collect();
+        let first: Vec<u64> = Draining::handing_back(list, slot.clone())
+            .take(10)
+            .collect();
+        assert_eq!(first, (0..10).collect::<Vec<_>>());
+        let back = slot.take();
+        assert!(back.is_empty());
+        assert!(back.capacity() >= 1000, "{}", back.capacity());
+        // A plain draining hands nothing back.
+        drop(Draining::new(vec![1u64, 2, 3]));
+        assert_eq!(slot.take().capacity(), 0);
+    }
 
     #[test]
     fn levels_and_reaches_cover_every_length() {
