@@ -125,24 +125,14 @@ impl Database {
 
     fn finish_with(self, compact: bool) -> Result<()> {
         let display = self.display();
-        let conn = self.conn;
+        let mut conn = self.conn;
         conn.busy_timeout(Duration::ZERO)
             .map_err(|error| Error::database(&display, error))?;
         if compact && self.pages_at_open.is_some() {
             // The ends that this session's dumps recorded move into the span tables, once for the
             // whole import (see migrations/V8__span_ends.sql). When another writer holds the
             // file, a later session moves them; until then the views read them where they are.
-            let moved =
-                conn.execute_batch("BEGIN IMMEDIATE").and_then(
-                    |()| match span_tables::move_all_ends(&conn) {
-                        Ok(_) => conn.execute_batch("COMMIT"),
-                        Err(error) => {
-                            let _ = conn.execute_batch("ROLLBACK");
-                            Err(error)
-                        }
-                    },
-                );
-            match moved {
+            match span_tables::move_all_ends_alone(&mut conn) {
                 Ok(()) => {}
                 Err(error) if is_busy(&error) => {}
                 Err(error) => {

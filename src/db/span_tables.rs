@@ -2,7 +2,7 @@
 //! snapshot are read (by level, so a stab touches only the spans that can contain it), and how a
 //! plan of changes from [`super::spans`] is written.
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, TransactionBehavior};
 
 use super::spans::{level, levels, reach, Change, Span, SpanList, OPEN_LEVEL};
 
@@ -120,9 +120,8 @@ pub trait SpanTable {
     }
 
     /// Move every recorded end into the span table: each span that ended leaves the open level
-    /// for its closed one, with its last_seq. What the views read does not change. Returns how
-    /// many spans moved.
-    fn move_ends(conn: &Connection) -> rusqlite::Result<u64> {
+    /// for its closed one, with its last_seq. What the views read does not change.
+    fn move_ends(conn: &Connection) -> rusqlite::Result<()> {
         let ends: Vec<(i64, i64, i64, i64)> = {
             let mut statement = conn.prepare(&format!(
                 "SELECT memory_id, first_seq, {}, last_seq FROM {} ORDER BY memory_id, first_seq, {}",
@@ -136,7 +135,7 @@ pub trait SpanTable {
             rows.collect::<rusqlite::Result<_>>()?
         };
         if ends.is_empty() {
-            return Ok(0);
+            return Ok(());
         }
         let mut read = conn.prepare_cached(&format!(
             "SELECT {} FROM {} span WHERE memory_id = ?1 AND level = {OPEN_LEVEL} AND first_seq = ?2 AND {} = ?3",
@@ -165,13 +164,23 @@ pub trait SpanTable {
             }
         }
         Self::apply(conn, &changes)?;
-        Ok(conn.execute(&format!("DELETE FROM {}", Self::ENDS), [])? as u64)
+        conn.execute(&format!("DELETE FROM {}", Self::ENDS), [])?;
+        Ok(())
     }
 }
 
-/// Move the recorded ends of both span tables into them (see [`SpanTable::move_ends`]); how many.
-pub fn move_all_ends(conn: &Connection) -> rusqlite::Result<u64> {
-    Ok(AllocationSpans::move_ends(conn)? + HoleSpans::move_ends(conn)?)
+/// Move the recorded ends of both span tables into them (see [`SpanTable::move_ends`]), within
+/// the transaction `conn` is in.
+pub fn move_all_ends(conn: &Connection) -> rusqlite::Result<()> {
+    AllocationSpans::move_ends(conn)?;
+    HoleSpans::move_ends(conn)
+}
+
+/// [`move_all_ends`] in a transaction of its own, between dumps or when an import finishes.
+pub fn move_all_ends_alone(conn: &mut Connection) -> rusqlite::Result<()> {
+    let transaction = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    move_all_ends(&transaction)?;
+    transaction.commit()
 }
 
 /// The attributes an allocation span keeps, as stored (strings as string ids). The importer

@@ -22,7 +22,7 @@ use super::dump_spans::{write_spans, Ends, NodeSpans, MOST_PENDING_ENDS};
 use super::legacy;
 use super::remove::remove_snapshot;
 use super::rows::{figure_values, id_bits, neighbours, size_bits};
-use super::span_tables::move_all_ends;
+use super::span_tables::move_all_ends_alone;
 use crate::dump::{Annotations, Object, Prepared, Sym};
 use crate::error::{Error, Result};
 
@@ -175,11 +175,7 @@ impl<'c> Writer<'c> {
     /// Move the recorded span ends into the span tables, in a transaction of their own (the
     /// views read the same before and after; the open spans this writer keeps stay open).
     fn move_ends(&mut self) -> rusqlite::Result<()> {
-        let transaction = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        move_all_ends(&transaction)?;
-        transaction.commit()?;
+        move_all_ends_alone(self.conn)?;
         self.pending_ends = 0;
         Ok(())
     }
