@@ -1,6 +1,7 @@
 //! Answers computed from what was loaded of one or two snapshots: the layout of a memory, the
 //! allocations that block a request ([`window`] finds the cheapest place), the verdict on a failed
-//! request, and the difference between two snapshots ([`diff`]). Nothing here reads the database:
+//! request, the difference between two snapshots ([`diff`]) and the shape of a memory's history
+//! across a run ([`history`]). Nothing here reads the database:
 //! the loaders of `query::load` fill these types from the public views, so every answer here can
 //! be worked out by hand from a fixture.
 
@@ -8,6 +9,7 @@ pub mod bins;
 pub mod cache;
 pub mod compare;
 pub mod diff;
+pub mod history;
 pub mod window;
 
 use serde::Serialize;
@@ -16,6 +18,7 @@ use crate::dump::figures::{self, gaps, merge};
 use crate::dump::model::Unknown;
 use crate::dump::{Range, State};
 pub use diff::{diff, Change, ChangeKind, Placed};
+pub use history::{History, HistorySpan, HistorySummary};
 pub use window::{cheapest_window, Window};
 
 /// An allocation as the analyses show it.
@@ -603,58 +606,4 @@ fn cannot_tell(finding: &OomFinding, layout: &Layout) -> String {
         ),
         None => "cannot tell why: the input does not list everything the memory holds (it was cut off, or it lists less than the memory held: see the snapshot's note), so how much of it was free is unknown; a memstate dump of this memory would tell".to_string(),
     }
-}
-
-/// One allocation over the snapshots it lived through unchanged (a span), placed in time.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HistorySpan {
-    /// From the time of its first snapshot to the time of the snapshot after its last (seconds).
-    pub from_s: f64,
-    pub to_s: f64,
-    pub offset: u64,
-    pub size: u64,
-    pub state: State,
-    pub kind: String,
-    pub provenance: Option<String>,
-    pub label: Option<String>,
-    pub uid: String,
-    pub objects: Option<String>,
-    pub first_snapshot_id: i64,
-    pub last_snapshot_id: i64,
-}
-
-/// A memory across a run: its node's snapshots and the spans of its allocations.
-#[derive(Debug, Clone, PartialEq)]
-pub struct History {
-    pub run: String,
-    pub node: i64,
-    pub handle: String,
-    pub kind: String,
-    pub capacity: u64,
-    /// Each snapshot of the node: (snapshot id, time in seconds, whether it was an OOM dump).
-    pub snapshots: Vec<(i64, f64, bool)>,
-    pub spans: Vec<HistorySpan>,
-    /// When the memory has more spans than a page holds: `spans` are those crossing one address
-    /// range, and the whole history is summarized on a grid.
-    pub summary: Option<HistorySummary>,
-}
-
-/// A history too large to draw span by span, summarized: the address range whose spans are kept
-/// whole, and a grid of (time bin, address bin) cells, each with the state holding most of its
-/// bytes and how full it is.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HistorySummary {
-    /// Every span of the memory, kept or not.
-    pub total_spans: u64,
-    /// `[start, end)`: the addresses whose spans are in `History::spans`.
-    pub detail: (u64, u64),
-    /// The time bins' edges in seconds (one more than there are bins).
-    pub time_edges: Vec<f64>,
-    /// How many address bins split `[0, extent)`.
-    pub address_bins: usize,
-    /// The bytes the address bins cover: up to the highest byte any span reaches (a run that
-    /// uses 50 MiB of a 1 TiB memory is binned in those 50 MiB, not in 2.7 GB bins).
-    pub extent: u64,
-    /// (time bin, address bin, state code, share of the cell allocated in percent 1-100).
-    pub cells: Vec<(u16, u16, u8, u8)>,
 }
