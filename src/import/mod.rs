@@ -229,7 +229,8 @@ impl Window {
         }
     }
 
-    /// The writer is done with one record of `bytes`.
+    /// One record of `bytes` gives its room back: the writer is done with it (or, with 0 bytes,
+    /// the reader took room for a record its input did not have).
     fn leave(&self, bytes: u64) {
         if let Ok(mut state) = self.state.lock() {
             state.records = state.records.saturating_sub(1);
@@ -314,7 +315,9 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 folder = input.folder.map(|index| (index, false));
             }
             let mut recognized = true;
-            // On `true`, room is held for the input's end marker.
+            // The input's end marker holds nothing, so it takes no room in the window: were it to,
+            // each single-record input would take two of the window's places, and one worker of
+            // two would wait for the writer instead of parsing the next input.
             let outcome = catch_unwind(AssertUnwindSafe(|| -> bool {
                 if !room() {
                     return false;
@@ -322,9 +325,9 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                 let records = match source::open(input, limits, &sources) {
                     Err(error) if input.folder.is_some() && error.is_unrecognized() => {
                         recognized = false;
-                        return send(Job::Ready(Item::Skipped(error))) && room();
+                        return send(Job::Ready(Item::Skipped(error)));
                     }
-                    Err(error) => return send(Job::Ready(Item::Refused(error))) && room(),
+                    Err(error) => return send(Job::Ready(Item::Refused(error))),
                     Ok(records) => records,
                 };
                 for record in records {
@@ -342,6 +345,8 @@ fn start(paths: &[String], options: IngestOptions) -> Pipeline {
                         return false;
                     }
                 }
+                // The room taken for a record after the last one is not used.
+                reading.leave(0);
                 true
             }));
             let going_on = match outcome {
@@ -424,8 +429,12 @@ impl Pipeline {
             waiting.insert(index, (item, weight));
             while let Some((item, weight)) = waiting.remove(&next) {
                 next += 1;
+                // An input's end marker took no room (see `start`).
+                let held_room = !matches!(item, Item::InputDone);
                 let result = handle(item);
-                self.window.leave(weight);
+                if held_room {
+                    self.window.leave(weight);
+                }
                 if let Err(error) = result {
                     outcome = Err(error);
                     break;

@@ -116,3 +116,32 @@ fn follow_takes_records_the_way_import_does() {
     drop(database);
     assert_eq!(snapshots(&path), 1, "the record before the failure is kept");
 }
+
+/// The window lets in as many records as it has places: an input's end marker takes none. Were it
+/// to take one, each single-record input would hold two places, and of two parsers one would wait
+/// for the writer instead of parsing the next input.
+#[test]
+fn the_window_lets_in_one_record_per_place_whatever_the_ends_of_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("run");
+    std::fs::create_dir(&folder).unwrap();
+    for seq in 0..12 {
+        write_dump(&folder, &format!("d{seq:02}.json"), seq);
+    }
+    let pipeline = super::start(&[folder.display().to_string()], IngestOptions::default());
+    let places = pipeline.window.size;
+    assert!(
+        places < 12,
+        "the test needs more inputs than places: {places}"
+    );
+    // No record is handed to a writer, so none gives its place back: what arrives is what the
+    // window let in, once a second passes with nothing more.
+    let mut records = 0;
+    while let Ok((_, item, _)) = pipeline.results.recv_timeout(Duration::from_secs(1)) {
+        if matches!(item, super::Item::Record(_)) {
+            records += 1;
+        }
+    }
+    assert_eq!(records, places);
+    pipeline.window.close();
+}
