@@ -137,33 +137,24 @@ pub trait SpanTable {
         if ends.is_empty() {
             return Ok(());
         }
-        let mut read = conn.prepare_cached(&format!(
-            "SELECT {} FROM {} span WHERE memory_id = ?1 AND level = {OPEN_LEVEL} AND first_seq = ?2 AND {} = ?3",
-            Self::COLUMNS,
+        // In place: SQLite moves the row and its index entries to the new level itself, without
+        // the span's columns travelling out and back. An end without its open span (a stale
+        // record) changes nothing: there is nothing to close.
+        let mut close = conn.prepare_cached(&format!(
+            "UPDATE {} SET level = ?4, last_seq = ?5
+             WHERE memory_id = ?1 AND level = {OPEN_LEVEL} AND first_seq = ?2 AND {} = ?3",
             Self::STORED,
             Self::KEY_COLUMN
         ))?;
-        let mut changes = Vec::with_capacity(ends.len().min(4096) * 2);
         for (memory_id, first, column, last) in ends {
-            let mut rows = read.query(params![memory_id, first, column])?;
-            // An end without its open span would be a stale record: there is nothing to close.
-            if let Some(row) = rows.next()? {
-                let (key, span) = Self::row(row)?;
-                changes.push(Change::Delete(key, span.clone()));
-                changes.push(Change::Insert(
-                    key,
-                    Span {
-                        last: Some(last),
-                        ..span
-                    },
-                ));
-            }
-            if changes.len() >= 8192 {
-                Self::apply(conn, &changes)?;
-                changes.clear();
-            }
+            close.execute(params![
+                memory_id,
+                first,
+                column,
+                level(first, Some(last)),
+                last
+            ])?;
         }
-        Self::apply(conn, &changes)?;
         conn.execute(&format!("DELETE FROM {}", Self::ENDS), [])?;
         Ok(())
     }
