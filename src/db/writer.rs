@@ -51,6 +51,8 @@ pub struct Writer<'c> {
     stop: Option<&'c AtomicBool>,
     /// Span ends recorded since they were last moved into the span tables (as far as known).
     pending_ends: u64,
+    /// How many recorded ends are moved at once, between dumps.
+    most_pending_ends: u64,
 }
 
 /// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
@@ -89,6 +91,7 @@ impl<'c> Writer<'c> {
             data_version: None,
             stop: None,
             pending_ends: 0,
+            most_pending_ends: MOST_PENDING_ENDS,
         }
     }
 
@@ -100,10 +103,18 @@ impl<'c> Writer<'c> {
         self
     }
 
+    /// Move the recorded span ends into the span tables once `ends` of them pile up, instead of
+    /// 2^20 (see migrations/V8__span_ends.sql): what a long import does, made to happen on a
+    /// small one.
+    pub fn moving_ends_past(mut self, ends: u64) -> Self {
+        self.most_pending_ends = ends;
+        self
+    }
+
     /// Import one prepared dump read from `source`, in its own transaction.
     pub fn import(&mut self, prepared: &Prepared, source: &str, replace: bool) -> Result<Outcome> {
         let outcome = self.import_one(prepared, source, replace)?;
-        if self.pending_ends >= MOST_PENDING_ENDS {
+        if self.pending_ends >= self.most_pending_ends {
             let db_display = self.db_display.clone();
             self.move_ends()
                 .map_err(|error| Error::database(&db_display, error))?;
@@ -170,8 +181,6 @@ impl<'c> Writer<'c> {
         }
     }
 
-    /// Import an annotations file: its objects and links join the run's allocations by uid.
-    /// Returns how many links were new.
     /// Move the recorded span ends into the span tables, in a transaction of their own (the
     /// views read the same before and after; the open spans this writer keeps stay open).
     fn move_ends(&mut self) -> rusqlite::Result<()> {
@@ -180,6 +189,8 @@ impl<'c> Writer<'c> {
         Ok(())
     }
 
+    /// Import an annotations file: its objects and links join the run's allocations by uid.
+    /// Returns how many links were new.
     pub fn import_annotations(&mut self, annotations: &Annotations) -> Result<u64> {
         let mut new_strings = Vec::new();
         let db_display = self.db_display.clone();

@@ -39,8 +39,14 @@ fn simulated_dumps(dir: &Path) -> (PathBuf, Vec<PathBuf>) {
 /// Import `files` through the library's writer, in order, without finishing the session: the
 /// ends the dumps recorded stay where they are, as during an import.
 fn import_unfinished(db: &Path, files: &[PathBuf]) {
+    import_moving_ends_past(db, files, u64::MAX, &mut |_| {});
+}
+
+/// [`import_unfinished`], the writer moving the recorded ends once `most` pile up; `after` is
+/// called after each dump.
+fn import_moving_ends_past(db: &Path, files: &[PathBuf], most: u64, after: &mut dyn FnMut(&Path)) {
     let mut database = memstate::db::open(db).unwrap();
-    let mut importer = database.writer("t.db");
+    let mut importer = database.writer("t.db").moving_ends_past(most);
     for file in files {
         let text = std::fs::read(file).unwrap();
         let name = file.display().to_string();
@@ -55,6 +61,7 @@ fn import_unfinished(db: &Path, files: &[PathBuf]) {
             matches!(outcome, memstate::db::Outcome::Imported { .. }),
             "{name}: {outcome:?}"
         );
+        after(db);
     }
 }
 
@@ -216,4 +223,32 @@ fn a_dump_landing_between_imported_ones_is_planned_against_moved_spans() {
         "planning from the database moved them first"
     );
     assert_same_views(&late, &moved);
+}
+
+/// A long import moves the ends once enough pile up, between two dumps (2^20 of them; here one):
+/// none is left recorded after a dump, and the writer goes on from the open spans it keeps, which
+/// the move leaves as they are. The file then reads as an import that moved them at its end.
+#[test]
+fn ends_moved_between_dumps_leave_what_the_views_read_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, files) = simulated_dumps(dir.path());
+    let moved = dir.path().join("moved.db");
+    import(&moved, &[&folder], 0);
+
+    let often = dir.path().join("often.db");
+    let mut left = Vec::new();
+    import_moving_ends_past(&often, &files, 1, &mut |db| left.push(ends_recorded(db)));
+    assert_eq!(left.len(), files.len());
+    assert!(
+        left.iter().all(|&ends| ends == 0),
+        "ends left after each dump: {left:?}"
+    );
+    // The dumps did end spans: moved, they sit at their closed levels.
+    let closed: i64 = scalar(
+        &often,
+        "SELECT count(*) FROM allocation_span_stored WHERE level < 64 AND last_seq IS NOT NULL",
+    );
+    assert!(closed > 50, "only {closed} spans closed");
+    assert_same_views(&often, &moved);
+    assert_eq!(scalar::<String>(&often, "PRAGMA integrity_check"), "ok");
 }
