@@ -24,7 +24,7 @@ pub mod writer;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{Connection, ErrorCode, OpenFlags};
+use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Because, Error, Result};
 
@@ -128,22 +128,15 @@ impl Database {
         let mut conn = self.conn;
         conn.busy_timeout(Duration::ZERO)
             .map_err(|error| Error::database(&display, error))?;
-        if compact && self.pages_at_open.is_some() {
+        if let Some(pages_at_open) = self.pages_at_open.filter(|_| compact) {
             // The ends that this session's dumps recorded move into the span tables, once for the
             // whole import (see migrations/V8__span_ends.sql). When another writer holds the
             // file, a later session moves them; until then the views read them where they are.
-            match span_tables::move_all_ends_alone(&mut conn) {
-                Ok(()) => {}
-                Err(error) if is_busy(&error) => {}
-                Err(error) => {
-                    return Err(Error::database(
-                        display,
-                        Because::context("cannot move the recorded span ends", error),
-                    ))
-                }
-            }
-        }
-        if let Some(pages_at_open) = self.pages_at_open.filter(|_| compact) {
+            unless_busy(
+                span_tables::move_all_ends_alone(&mut conn),
+                &display,
+                "cannot move the recorded span ends",
+            )?;
             let pages: i64 = conn
                 .query_row("PRAGMA page_count", [], |row| row.get(0))
                 .unwrap_or(0);
@@ -152,36 +145,30 @@ impl Database {
             {
                 // VACUUM copies the whole database into a temporary one: in a file, as SQLite
                 // does by default, not in memory (a copy of a large database would be).
-                match conn.execute_batch("PRAGMA temp_store = DEFAULT; VACUUM") {
-                    Ok(()) => {}
-                    Err(error) if is_busy(&error) => {}
-                    Err(error) => {
-                        return Err(Error::database(
-                            display,
-                            Because::context("cannot compact", error),
-                        ))
-                    }
-                }
+                unless_busy(
+                    conn.execute_batch("PRAGMA temp_store = DEFAULT; VACUUM"),
+                    &display,
+                    "cannot compact",
+                )?;
             }
         }
-        let switched = conn
-            .query_row("PRAGMA journal_mode = DELETE", [], |row| {
-                row.get::<_, String>(0)
-            })
-            .map(|mode| mode.eq_ignore_ascii_case("delete"));
-        match switched {
-            Ok(_) => Ok(()),
-            Err(error) if is_busy(&error) => Ok(()),
-            Err(error) => Err(Error::database(
-                display,
-                Because::context("cannot leave WAL mode", error),
-            )),
-        }
+        unless_busy(
+            conn.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(())),
+            &display,
+            "cannot leave WAL mode",
+        )
     }
 }
 
-fn is_busy(error: &rusqlite::Error) -> bool {
-    matches!(error, rusqlite::Error::SqliteFailure(failure, _) if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
+/// A step of [`Database::finish`] that another connection keeps from running (it holds the file)
+/// is left to a later session; any other failure is an error.
+fn unless_busy(result: rusqlite::Result<()>, display: &str, what: &str) -> Result<()> {
+    match result {
+        Err(error) if !schema::is_busy(&error) => {
+            Err(Error::database(display, Because::context(what, error)))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// SQLITE_READONLY_ROLLBACK: a read-only connection met a hot journal (a writer died mid-transaction)

@@ -271,7 +271,8 @@ fn classify_now(conn: &Connection, display: &str) -> Result<Found> {
     Ok(Found::HalfMade)
 }
 
-fn is_busy(error: &rusqlite::Error) -> bool {
+/// Whether `error` is SQLite's "database is locked" (another connection holds the file).
+pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
     matches!(error, rusqlite::Error::SqliteFailure(failure, _) if matches!(failure.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked))
 }
 
