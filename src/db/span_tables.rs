@@ -122,31 +122,28 @@ pub trait SpanTable {
     /// Move every recorded end into the span table: each span that ended leaves the open level
     /// for its closed one, with its last_seq. What the views read does not change.
     fn move_ends(conn: &Connection) -> rusqlite::Result<()> {
-        let ends: Vec<(i64, i64, i64, i64)> = {
-            let mut statement = conn.prepare(&format!(
-                "SELECT memory_id, first_seq, {}, last_seq FROM {} ORDER BY memory_id, first_seq, {}",
-                Self::KEY_COLUMN,
-                Self::ENDS,
-                Self::KEY_COLUMN
-            ))?;
-            let rows = statement.query_map([], |row| {
-                Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-            })?;
-            rows.collect::<rusqlite::Result<_>>()?
-        };
-        if ends.is_empty() {
-            return Ok(());
-        }
         // In place: SQLite moves the row and its index entries to the new level itself, without
         // the span's columns travelling out and back. An end without its open span (a stale
-        // record) changes nothing: there is nothing to close.
+        // record) changes nothing: there is nothing to close. The ends are read as they are
+        // closed, not gathered first: a long import moves up to 2^20 at once.
         let mut close = conn.prepare_cached(&format!(
             "UPDATE {} SET level = ?4, last_seq = ?5
              WHERE memory_id = ?1 AND level = {OPEN_LEVEL} AND first_seq = ?2 AND {} = ?3",
             Self::STORED,
             Self::KEY_COLUMN
         ))?;
-        for (memory_id, first, column, last) in ends {
+        let mut ends = conn.prepare(&format!(
+            "SELECT memory_id, first_seq, {}, last_seq FROM {} ORDER BY memory_id, first_seq, {}",
+            Self::KEY_COLUMN,
+            Self::ENDS,
+            Self::KEY_COLUMN
+        ))?;
+        let mut rows = ends.query([])?;
+        let mut any = false;
+        while let Some(row) = rows.next()? {
+            any = true;
+            let (memory_id, first, column, last): (i64, i64, i64, i64) =
+                (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
             close.execute(params![
                 memory_id,
                 first,
@@ -155,7 +152,10 @@ pub trait SpanTable {
                 last
             ])?;
         }
-        conn.execute(&format!("DELETE FROM {}", Self::ENDS), [])?;
+        drop(rows);
+        if any {
+            conn.execute(&format!("DELETE FROM {}", Self::ENDS), [])?;
+        }
         Ok(())
     }
 }
