@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension};
 
+use super::span_tables::{AllocationSpans, HoleSpans, SpanTable};
 use crate::error::{Because, Error, Result};
 
 mod embedded {
@@ -102,7 +103,7 @@ fn known_objects() -> &'static BTreeSet<String> {
 
 /// Views that are private storage too: they give the stored spans their recorded ends (see
 /// migrations/V8__span_ends.sql), under the names the span tables had, for the public views.
-const STORAGE_VIEWS: [&str; 2] = ["allocation_span", "hole_span"];
+const STORAGE_VIEWS: [&str; 2] = [AllocationSpans::TABLE, HoleSpans::TABLE];
 
 /// The private storage tables and views of the current schema (and the migration history): what
 /// readers such as Datasette should hide, found by running the migrations on an in-memory
