@@ -53,17 +53,18 @@ impl Interrupter {
     }
 }
 
-/// A writing session that left at least this many pages, a third more than it found, compacts.
-const COMPACT_MIN_PAGES: i64 = 64;
+/// A writing session that left a file of at least this many bytes, a third more pages than it
+/// found, compacts.
+const COMPACT_MIN_BYTES: i64 = 1 << 20;
 
-/// The write-ahead log is copied into the database once it holds this many pages (of 16 KiB:
-/// 128 MiB), not SQLite's default 1,000. Each dump's transaction rewrites most of the pages its
-/// spans touch, so with 1,000 pages a checkpoint followed nearly every dump and wrote the same
+/// The write-ahead log is copied into the database once it holds this many bytes of pages, not
+/// SQLite's default 1,000 pages. Each dump's transaction rewrites most of the pages its spans
+/// touch, so with 1,000 pages of 16 KiB a checkpoint followed nearly every dump and wrote the same
 /// pages into the file again and again: on the scale bench's 2.2M-row run (50 dumps) the file
-/// took 217 MB of checkpoints for a 9.4 MB result; with 8,000 pages, 40 MB. The log file grows to
+/// took 217 MB of checkpoints for a 9.4 MB result; with 128 MiB, 40 MB. The log file grows to
 /// this size while importing (readers read it as before) and is folded in and removed when the
 /// import ends.
-const CHECKPOINT_PAGES: i64 = 8000;
+const CHECKPOINT_BYTES: i64 = 128 << 20;
 
 impl Database {
     /// The connection, for the rooms that read (query/, export/). A database opened for reading
@@ -140,7 +141,7 @@ impl Database {
             let pages: i64 = conn
                 .query_row("PRAGMA page_count", [], |row| row.get(0))
                 .unwrap_or(0);
-            if pages >= COMPACT_MIN_PAGES
+            if pages.saturating_mul(page_size(&conn)) >= COMPACT_MIN_BYTES
                 && pages.saturating_mul(3) >= pages_at_open.saturating_mul(4)
             {
                 // VACUUM copies the whole database into a temporary one: in a file, as SQLite
@@ -321,10 +322,18 @@ fn enter_wal(conn: &Connection, path: &Path, display: &str) -> Result<()> {
     // alone can be undone) stays in memory while importing: on disk it was a temporary file
     // written for each dump, 8 MB on the scale bench's 2.2M-row run. It is a few pages a
     // statement; the compaction that ends an import goes back to files (see `finish_with`).
+    let checkpoint_pages = CHECKPOINT_BYTES / page_size(conn);
     conn.execute_batch(&format!(
-        "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES};"
+        "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = {checkpoint_pages};"
     ))
         .map_err(|error| Error::database(display, error))
+}
+
+/// The file's page size in bytes: 4 KiB for the files memstate creates, 16 KiB for older ones.
+fn page_size(conn: &Connection) -> i64 {
+    conn.query_row("PRAGMA page_size", [], |row| row.get::<_, i64>(0))
+        .unwrap_or(schema::PAGE_SIZE)
+        .max(512)
 }
 
 /// Open (creating if needed) the database at `path` for reading and writing, migrated to the
