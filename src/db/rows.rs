@@ -31,14 +31,14 @@ pub(super) fn allocation_attrs(
         allocation.state.code() as u8, // 0 to 3
         kind,
         OptionalAttrs {
-            handle: allocation.handle.map(id_bits),
-            alignment: allocation.alignment.map(size_bits),
-            created_ns: allocation.created_ns,
+            handle: allocation.handle().map(id_bits),
+            alignment: allocation.alignment().map(size_bits),
+            created_ns: allocation.created_ns(),
             provenance,
             label,
-            gc_priority: allocation.gc_priority,
+            gc_priority: allocation.gc_priority(),
         },
-        allocation.attrs.clone(),
+        allocation.attrs().map(str::to_string),
     )
 }
 

@@ -473,7 +473,7 @@ impl Statements<'_, '_> {
                 ])?;
             }
             for allocation in &memory.allocations {
-                for field in &allocation.fields {
+                for field in allocation.fields() {
                     insert_link.execute(params![
                         run_id,
                         id_bits(allocation.uid),

@@ -122,19 +122,19 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
         for a in &memory.allocations {
             packed
                 .number(a.uid)
-                .number(a.handle)
+                .number(a.handle())
                 .text(Some(text(a.kind)))
                 .text(Some(a.state.as_str()))
                 .number(a.offset);
             packed
                 .number(a.size)
-                .number(a.alignment)
-                .number(a.created_ns)
+                .number(a.alignment())
+                .number(a.created_ns())
                 .text(optional(a.provenance))
                 .text(optional(a.label));
-            packed.number(a.gc_priority).text(a.attrs.as_deref());
+            packed.number(a.gc_priority()).text(a.attrs());
             let mut fields: Vec<(i64, &str, Option<u64>)> = a
-                .fields
+                .fields()
                 .iter()
                 .map(|field| (field.id, text(field.object), field.size))
                 .collect();

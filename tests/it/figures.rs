@@ -2,7 +2,7 @@
 //! hand-worked fixtures, and a byte-map model on random small memories.
 
 use memstate::dump::figures::{figures, holes, MemoryFigures};
-use memstate::dump::{parse_dump, Allocation, Memory, Options, Range, State, Sym};
+use memstate::dump::{parse_dump, Allocation, AllocationParts, Memory, Options, Range, State, Sym};
 use memstate::sim::workload::Random;
 
 use crate::common::{data, import, scalar};
@@ -179,7 +179,7 @@ fn hand_worked_fixtures() {
 }
 
 fn allocation(uid: u64, state: State, offset: u64, size: u64) -> Allocation {
-    Allocation {
+    AllocationParts {
         uid,
         handle: None,
         kind: Sym(0),
@@ -194,6 +194,7 @@ fn allocation(uid: u64, state: State, offset: u64, size: u64) -> Allocation {
         fields: Vec::new(),
         attrs: None,
     }
+    .into()
 }
 
 /// A random valid memory: disjoint allocations, some pending_alloc placed over pending_free,

@@ -186,7 +186,7 @@ impl Parser<'_> {
             }
         }
         let attrs = self.attrs(map, path)?;
-        Ok(Allocation {
+        Ok(AllocationParts {
             uid,
             handle,
             kind,
@@ -200,7 +200,8 @@ impl Parser<'_> {
             gc_priority,
             fields,
             attrs,
-        })
+        }
+        .into())
     }
 
     /// Rule 3: allocations may overlap only as a `pending_alloc` over a `pending_free`.
