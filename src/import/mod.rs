@@ -16,19 +16,21 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::db::{Database, Outcome, Writer};
 use crate::dump::{self, parse_document, Annotations, Document, Options, Prepared};
 use crate::error::{Error, Result};
+use window::Window;
 
 mod buffers;
 pub mod follow;
 pub mod input;
 pub mod shards;
 pub mod source;
+mod window;
 
 /// What to do with the inputs.
 #[derive(Debug, Clone, Default)]
@@ -175,77 +177,6 @@ pub(crate) fn take(source: String, text: Vec<u8>, options: Options) -> Item {
         }
     }));
     outcome.unwrap_or_else(|payload| crashed(&source, panic_message(payload)))
-}
-
-/// How many records may be in flight (read, parsed, or waiting for the writer) at once, and how
-/// many of their bytes: a record is read only while at most [`WINDOW_BYTES`] are in flight, so
-/// large dumps go through one at a time (a dump costs about three times its text while it is
-/// read, parsed and written, with the node's open spans beside it: two large ones at once would
-/// pass four times the largest) while small ones overlap reading, parsing and writing.
-struct Window {
-    state: Mutex<WindowState>,
-    changed: Condvar,
-    size: usize,
-}
-
-#[derive(Default)]
-struct WindowState {
-    records: usize,
-    bytes: u64,
-    closed: bool,
-}
-
-/// Bytes of records in flight past which no other record is read until some leave.
-const WINDOW_BYTES: u64 = 48 << 20;
-
-impl Window {
-    fn new(size: usize) -> Arc<Window> {
-        Arc::new(Window {
-            state: Mutex::new(WindowState::default()),
-            changed: Condvar::new(),
-            size,
-        })
-    }
-
-    /// Wait for room for one more record; false once the writer has stopped.
-    fn enter(&self) -> bool {
-        let Ok(mut state) = self.state.lock() else {
-            return false;
-        };
-        while (state.records >= self.size || state.bytes > WINDOW_BYTES) && !state.closed {
-            state = match self.changed.wait(state) {
-                Ok(state) => state,
-                Err(_) => return false,
-            };
-        }
-        state.records += 1;
-        !state.closed
-    }
-
-    /// A record of `bytes` was read into the room taken for it.
-    fn weigh(&self, bytes: u64) {
-        if let Ok(mut state) = self.state.lock() {
-            state.bytes += bytes;
-        }
-    }
-
-    /// One record of `bytes` gives its room back: the writer is done with it (or, with 0 bytes,
-    /// the reader took room for a record its input did not have).
-    fn leave(&self, bytes: u64) {
-        if let Ok(mut state) = self.state.lock() {
-            state.records = state.records.saturating_sub(1);
-            state.bytes = state.bytes.saturating_sub(bytes);
-            self.changed.notify_all();
-        }
-    }
-
-    /// The writer stops taking records.
-    fn close(&self) {
-        if let Ok(mut state) = self.state.lock() {
-            state.closed = true;
-            self.changed.notify_all();
-        }
-    }
 }
 
 /// The running pipeline: results in input order, and the threads to join.
