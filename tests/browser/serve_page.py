@@ -38,7 +38,7 @@ def wait_for(page, condition, what, timeout=10000):
 
 def map_frame(page):
     """The page's map frame, once the browser has made it (a busy machine may take a while)."""
-    page.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=10000)
+    page.wait_for_function("document.getElementById('mapFrame').getAttribute('src') !== null", timeout=30000)
     for _ in range(100):
         frame = next((f for f in page.frames if "/map?" in f.url), None)
         if frame is not None:
@@ -48,11 +48,13 @@ def map_frame(page):
 
 
 def open_shared(browser, address, drawn):
-    """The app at a shared address in a new page, and its map frame once `drawn` holds there."""
+    """The app at a shared address in a new page, and its map frame once `drawn` holds there.
+    A second page loads the app, the run and the map afresh: on a machine busy with other tests
+    that once took more than 10 s, so the wait is long (it only ends a failing run later)."""
     other = browser.new_page(viewport={"width": 1300, "height": 1000})
     other.goto(address)
     frame = map_frame(other)
-    frame.wait_for_function(drawn, timeout=10000)
+    frame.wait_for_function(drawn, timeout=30000)
     return other, frame
 
 
