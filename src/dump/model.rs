@@ -298,6 +298,27 @@ pub struct AllocationParts {
     pub attrs: Option<String>,
 }
 
+impl AllocationParts {
+    /// An allocation with nothing optional said.
+    pub fn new(uid: u64, kind: Sym, state: State, offset: u64, size: u64) -> AllocationParts {
+        AllocationParts {
+            uid,
+            handle: None,
+            kind,
+            state,
+            offset,
+            size,
+            alignment: None,
+            created_ns: None,
+            provenance: None,
+            label: None,
+            gc_priority: None,
+            fields: Vec::new(),
+            attrs: None,
+        }
+    }
+}
+
 impl From<AllocationParts> for Allocation {
     fn from(parts: AllocationParts) -> Allocation {
         let mut allocation = Allocation {
@@ -465,21 +486,7 @@ mod tests {
     use super::*;
 
     fn parts(uid: u64) -> AllocationParts {
-        AllocationParts {
-            uid,
-            handle: None,
-            kind: Sym(3),
-            state: State::Collectable,
-            offset: 4096,
-            size: 256,
-            alignment: None,
-            created_ns: None,
-            provenance: None,
-            label: None,
-            gc_priority: None,
-            fields: Vec::new(),
-            attrs: None,
-        }
+        AllocationParts::new(uid, Sym(3), State::Collectable, 4096, 256)
     }
 
     #[test]

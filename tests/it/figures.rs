@@ -179,22 +179,7 @@ fn hand_worked_fixtures() {
 }
 
 fn allocation(uid: u64, state: State, offset: u64, size: u64) -> Allocation {
-    AllocationParts {
-        uid,
-        handle: None,
-        kind: Sym(0),
-        state,
-        offset,
-        size,
-        alignment: None,
-        created_ns: None,
-        provenance: None,
-        label: None,
-        gc_priority: None,
-        fields: Vec::new(),
-        attrs: None,
-    }
-    .into()
+    AllocationParts::new(uid, Sym(0), state, offset, size).into()
 }
 
 /// A random valid memory: disjoint allocations, some pending_alloc placed over pending_free,
