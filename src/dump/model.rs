@@ -333,10 +333,10 @@ impl From<AllocationParts> for Allocation {
             optional: [0; 4],
             extra: None,
         };
-        allocation.set(HANDLE, parts.handle);
-        allocation.set(ALIGNMENT, parts.alignment);
-        allocation.set(CREATED_NS, parts.created_ns.map(|value| value as u64));
-        allocation.set(GC_PRIORITY, parts.gc_priority.map(|value| value as u64));
+        allocation.give(HANDLE, parts.handle);
+        allocation.give(ALIGNMENT, parts.alignment);
+        allocation.give(CREATED_NS, parts.created_ns.map(|value| value as u64));
+        allocation.give(GC_PRIORITY, parts.gc_priority.map(|value| value as u64));
         allocation.set_extra(parts.fields, parts.attrs);
         allocation
     }
@@ -354,11 +354,11 @@ impl Allocation {
         (self.present & (1 << index) != 0).then_some(self.optional[index])
     }
 
-    fn set(&mut self, index: usize, value: Option<u64>) {
-        self.optional[index] = value.unwrap_or(0);
-        match value {
-            Some(_) => self.present |= 1 << index,
-            None => self.present &= !(1 << index),
+    /// Give the optional number `index` (of an allocation being built: absent until given).
+    fn give(&mut self, index: usize, value: Option<u64>) {
+        if let Some(value) = value {
+            self.optional[index] = value;
+            self.present |= 1 << index;
         }
     }
 
