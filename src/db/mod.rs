@@ -318,11 +318,11 @@ fn enter_wal(conn: &Connection, path: &Path, display: &str) -> Result<()> {
             }),
         ));
     }
+    let checkpoint_pages = CHECKPOINT_BYTES / page_size(conn);
     // The journal of a statement (the pages one statement changed, kept until it ends so that it
     // alone can be undone) stays in memory while importing: on disk it was a temporary file
     // written for each dump, 8 MB on the scale bench's 2.2M-row run. It is a few pages a
     // statement; the compaction that ends an import goes back to files (see `finish_with`).
-    let checkpoint_pages = CHECKPOINT_BYTES / page_size(conn);
     conn.execute_batch(&format!(
         "PRAGMA synchronous = NORMAL; PRAGMA cache_size = -8192; PRAGMA temp_store = MEMORY; PRAGMA wal_autocheckpoint = {checkpoint_pages};"
     ))
