@@ -4,7 +4,7 @@
 //! have; each test names an input under its own temporary folder, so tests running beside it are
 //! not touched.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,17 @@ fn write_dump(folder: &Path, name: &str, seq: i64) {
     let mut dump: serde_json::Value = serde_json::from_str(text).unwrap();
     dump["snapshot"]["seq"] = serde_json::json!(seq);
     std::fs::write(folder.join(name), dump.to_string()).unwrap();
+}
+
+/// A folder `run` under `dir` holding `count` copies of the example dump, seqs 0 to count - 1,
+/// named `d00.json` on in seq order.
+fn folder_of_dumps(dir: &Path, count: i64) -> PathBuf {
+    let folder = dir.join("run");
+    std::fs::create_dir(&folder).unwrap();
+    for seq in 0..count {
+        write_dump(&folder, &format!("d{seq:02}.json"), seq);
+    }
+    folder
 }
 
 fn panic_on(path: &Path) {
@@ -51,12 +62,8 @@ fn assert_names_the_bug(error: &Error, file: &Path) {
 #[test]
 fn a_failure_inside_the_reader_is_an_error_naming_the_file_not_the_end_of_input() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("run");
-    std::fs::create_dir(&folder).unwrap();
-    for seq in 0..5 {
-        write_dump(&folder, &format!("d{seq}.json"), seq);
-    }
-    let crashing = folder.join("d2.json");
+    let folder = folder_of_dumps(dir.path(), 5);
+    let crashing = folder.join("d02.json");
     panic_on(&crashing);
     let path = dir.path().join("t.db");
     let mut database = db::open(&path).unwrap();
@@ -123,11 +130,7 @@ fn follow_takes_records_the_way_import_does() {
 #[test]
 fn the_window_lets_in_one_record_per_place_whatever_the_ends_of_inputs() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("run");
-    std::fs::create_dir(&folder).unwrap();
-    for seq in 0..12 {
-        write_dump(&folder, &format!("d{seq:02}.json"), seq);
-    }
+    let folder = folder_of_dumps(dir.path(), 12);
     let pipeline = super::start(&[folder.display().to_string()], IngestOptions::default());
     let places = pipeline.window.size;
     assert!(
