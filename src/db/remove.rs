@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::rows::{neighbours, node_memories};
+use super::rows::{neighbours, node_memories, set_top_level, top_level};
 use super::span_tables::{move_all_ends, AllocationSpans, HoleSpans, SpanTable};
 use super::spans;
 
@@ -55,5 +55,9 @@ pub(super) fn remove_snapshot(
         "UPDATE snapshot SET ordinal = ordinal - 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3",
         params![run_id, node, seq],
     )?;
+    // Without its first or last snapshot, the node's stretch may fall to a lower level.
+    if let Some(top) = top_level(conn, run_id, node, None)? {
+        set_top_level(conn, run_id, node, top)?;
+    }
     Ok(())
 }

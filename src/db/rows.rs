@@ -90,3 +90,41 @@ pub(super) fn neighbours(
         |row| Ok((row.get(0)?, row.get(1)?)),
     )
 }
+
+/// The highest level a closed span of a node can have: the level of the stretch from its first
+/// seq to its last (migrations/V9__node_levels.sql), with `also` (a seq about to be added)
+/// counted among them. `None` for a node with no snapshot.
+pub(super) fn top_level(
+    conn: &Connection,
+    run_id: i64,
+    node: i64,
+    also: Option<i64>,
+) -> rusqlite::Result<Option<i64>> {
+    // Two subqueries: SQLite finds a lone min() or max() with one search of the index, but
+    // reads every row of the node for both in one SELECT.
+    let (first, last): (Option<i64>, Option<i64>) = conn.query_row(
+        "SELECT (SELECT min(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2),
+                (SELECT max(seq) FROM snapshot WHERE run_id = ?1 AND node = ?2)",
+        params![run_id, node],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let first = first.into_iter().chain(also).min();
+    let last = last.into_iter().chain(also).max();
+    Ok(first
+        .zip(last)
+        .map(|(first, last)| super::spans::level(first, Some(last))))
+}
+
+/// Give every snapshot row of a node the top level `top` (those that have another).
+pub(super) fn set_top_level(
+    conn: &Connection,
+    run_id: i64,
+    node: i64,
+    top: i64,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE snapshot SET top_level = ?3 WHERE run_id = ?1 AND node = ?2 AND top_level <> ?3",
+    )?
+    .execute(params![run_id, node, top])?;
+    Ok(())
+}

@@ -21,7 +21,7 @@ use rusqlite::{
 use super::dump_spans::{write_spans, Ends, NodeSpans, MOST_PENDING_ENDS};
 use super::legacy;
 use super::remove::remove_snapshot;
-use super::rows::{figure_values, id_bits, neighbours, size_bits};
+use super::rows::{figure_values, id_bits, neighbours, set_top_level, size_bits, top_level};
 use super::span_tables::move_all_ends_alone;
 use crate::dump::{Annotations, Object, Prepared, Sym};
 use crate::error::{Error, Result};
@@ -379,11 +379,25 @@ impl Statements<'_, '_> {
             params![run_id, dump.run.node_count, node],
         )?;
         self.tx.execute("UPDATE snapshot SET ordinal = ordinal + 1 WHERE run_id = ?1 AND node = ?2 AND seq > ?3", params![run_id, node, seq])?;
+        // Every row of a node has the same top level: read from any one, changed on all only
+        // when this seq stretches the node into a higher level.
+        let top = top_level(self.tx, run_id, node, Some(seq))?.unwrap_or(0);
+        let before: Option<i64> = self
+            .tx
+            .query_row(
+                "SELECT top_level FROM snapshot WHERE run_id = ?1 AND node = ?2 LIMIT 1",
+                params![run_id, node],
+                |row| row.get(0),
+            )
+            .optional()?;
+        if before.is_some_and(|before| before != top) {
+            set_top_level(self.tx, run_id, node, top)?;
+        }
         self.tx.execute(
             "INSERT INTO snapshot (run_id, node, seq, time_ns, wall_time, reason, note, producer, host, pid,
-                                   source, format_version, digest, imported_at, ordinal, digest_version)
+                                   source, format_version, digest, imported_at, ordinal, digest_version, top_level)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-                     1 + (SELECT count(*) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3), ?14)",
+                     1 + (SELECT count(*) FROM snapshot WHERE run_id = ?1 AND node = ?2 AND seq < ?3), ?14, ?15)",
             params![
                 run_id,
                 node,
@@ -399,6 +413,7 @@ impl Statements<'_, '_> {
                 dump.version,
                 &prepared.digest[..],
                 DIGEST_VERSION,
+                top,
             ],
         )?;
         Ok(self.tx.last_insert_rowid())

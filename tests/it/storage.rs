@@ -693,3 +693,93 @@ fn hole_spans_expand_to_the_holes() {
     );
     assert_eq!(open_last, 0);
 }
+
+/// The views search a node's span levels only up to the level of its stretch of seqs
+/// (migrations/V9__node_levels.sql). Counted by hand: allocation 0xa is in the dumps of seqs 0
+/// to 4 and not in 5, so its span [0, 4] lasts 4 seqs, which is level 2 (4 <= 4 < 16); 0xb is in
+/// every dump. Seqs 0 to 5 stretch 5 (level 2); with seq 20 the node stretches 20 (level 3:
+/// 16 <= 20 < 64), and every snapshot row of the node says so, in either import order.
+#[test]
+fn the_views_skip_only_span_levels_a_node_cannot_have() {
+    let dump = |seq: u64, with_a: bool| {
+        let mut allocations = vec![serde_json::json!(
+            {"uid": "0xb", "kind": "instance", "state": "valid", "offset": 4096, "size": 4096})];
+        if with_a {
+            allocations.push(serde_json::json!(
+                {"uid": "0xa", "kind": "instance", "state": "valid", "offset": 0, "size": 4096}));
+        }
+        serde_json::json!({
+            "format": "memstate-dump", "version": 1,
+            "run": {"id": "levels", "node": 0},
+            "snapshot": {"seq": seq, "time_ns": seq * 1000, "reason": "periodic"},
+            "memories": [{"id": "0x1", "kind": "GPU_FB_MEM", "capacity": 65536,
+                          "allocations": allocations}]
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = Vec::new();
+    for seq in 0..=5u64 {
+        let path = dir.path().join(format!("d{seq}.json"));
+        std::fs::write(&path, dump(seq, seq < 5).to_string()).unwrap();
+        paths.push(path);
+    }
+    let late = dir.path().join("d20.json");
+    std::fs::write(&late, dump(20, false).to_string()).unwrap();
+
+    let counts = |db: &Path| -> Vec<(i64, i64, i64)> {
+        let conn = Connection::open(db).unwrap();
+        let mut statement = conn
+            .prepare(
+                "SELECT s.seq, s.top_level, (SELECT count(*) FROM allocations a WHERE a.snapshot_id = s.id)
+                 FROM snapshot s ORDER BY s.seq",
+            )
+            .unwrap();
+        let rows = statement
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    // Imported as the command does: the recorded span ends move to their levels at the finish.
+    let import_into = |db: &Path, paths: &[PathBuf]| {
+        let mut database = memstate::db::open(db).unwrap();
+        let paths: Vec<String> = paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect();
+        let summary =
+            memstate::import::import(&mut database, &paths, Default::default(), &mut |_| {})
+                .unwrap();
+        assert_eq!(summary.refused, 0);
+        database.finish().unwrap();
+    };
+    let db = dir.path().join("first.db");
+    import_into(&db, &paths);
+    let expected: Vec<(i64, i64, i64)> = (0..=5)
+        .map(|seq| (seq, 2, if seq < 5 { 2 } else { 1 }))
+        .collect();
+    assert_eq!(counts(&db), expected);
+    let conn = Connection::open(&db).unwrap();
+    let a_level: i64 = conn
+        .query_row(
+            "SELECT level FROM allocation_span_stored WHERE uid = 10",
+            [],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(a_level, 2, "0xa's span is at the node's top level");
+    drop(conn);
+
+    let mut wider = expected
+        .iter()
+        .map(|&(seq, _, count)| (seq, 3, count))
+        .collect::<Vec<_>>();
+    wider.push((20, 3, 1));
+    import_into(&db, std::slice::from_ref(&late));
+    assert_eq!(counts(&db), wider);
+
+    let second = dir.path().join("second.db");
+    let mut reversed = vec![late.clone()];
+    reversed.extend(paths.iter().rev().cloned());
+    import_into(&second, &reversed);
+    assert_eq!(counts(&second), wider);
+}
