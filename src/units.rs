@@ -86,7 +86,11 @@ fn scaled(magnitude: f64, negative: bool) -> String {
     }
     let sign = if negative { "-" } else { "" };
     let tenths = (value.fract() * 10.0).round();
-    let shown = if value >= 100.0 || tenths == 0.0 || tenths == 10.0 {
+    let shown = if value.fract() == 0.0 {
+        // Whole (most sizes are): written as the integer it is, which is what `{:.0}` writes,
+        // without formatting a float.
+        (value as u64).to_string()
+    } else if value >= 100.0 || tenths == 0.0 || tenths == 10.0 {
         format!("{value:.0}")
     } else {
         format!("{value:.1}")
@@ -357,6 +361,15 @@ mod tests {
         assert_eq!(human_size(-2048), "-2 KiB");
         assert_eq!(hex_offset(655360), "0xa0000");
         assert_eq!(ratio(0.303797), "0.304");
+        // Whole multiples of every unit read as that whole number; one byte over, rounded.
+        for (power, unit) in ["KiB", "MiB", "GiB", "TiB", "PiB"].iter().enumerate() {
+            let one = 1i64 << (10 * (power + 1));
+            for count in [1, 7, 99, 100, 999, 1023] {
+                assert_eq!(human_size(count * one), format!("{count} {unit}"));
+                assert_eq!(human_size(count * one + 1), format!("{count} {unit}"));
+            }
+            assert_eq!(human_size(one * 3 / 2 + 1), format!("1.5 {unit}"));
+        }
     }
 
     #[test]

@@ -475,12 +475,12 @@ pub fn collected_between(before: &[AllocationInfo], after: &[AllocationInfo]) ->
 /// A line of a blocker list: one allocation, or many small ones of a kind together.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "line", rename_all = "lowercase")]
-pub enum BlockerLine {
+pub enum BlockerLine<'a> {
     One {
-        allocation: AllocationInfo,
+        allocation: &'a AllocationInfo,
     },
     Group {
-        kind: String,
+        kind: &'a str,
         count: u64,
         bytes: u64,
         low: u64,
@@ -490,26 +490,22 @@ pub enum BlockerLine {
 
 /// Blockers as people can read them: every one when there are few (or `all`); else the largest
 /// one by one and the rest grouped by kind, with the address range they lie in.
-pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine> {
+pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine<'_>> {
     const FEW: usize = 8;
     const LARGEST: usize = 5;
     if all || blocking.len() <= FEW {
         return blocking
             .iter()
-            .map(|allocation| BlockerLine::One {
-                allocation: allocation.clone(),
-            })
+            .map(|allocation| BlockerLine::One { allocation })
             .collect();
     }
     let mut by_size: Vec<&AllocationInfo> = blocking.iter().collect();
     by_size.sort_by(|a, b| b.size.cmp(&a.size).then_with(|| a.offset.cmp(&b.offset)));
     let mut lines: Vec<BlockerLine> = by_size[..LARGEST]
         .iter()
-        .map(|allocation| BlockerLine::One {
-            allocation: (*allocation).clone(),
-        })
+        .map(|&allocation| BlockerLine::One { allocation })
         .collect();
-    let mut groups: Vec<(String, u64, u64, u64, u64)> = Vec::new();
+    let mut groups: Vec<(&str, u64, u64, u64, u64)> = Vec::new();
     for allocation in &by_size[LARGEST..] {
         match groups.iter_mut().find(|group| group.0 == allocation.kind) {
             Some(group) => {
@@ -520,7 +516,7 @@ pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine>
                 group.4 = group.4.max(allocation.range().end());
             }
             None => groups.push((
-                allocation.kind.clone(),
+                allocation.kind.as_str(),
                 1,
                 allocation.size,
                 allocation.offset,
@@ -528,7 +524,7 @@ pub fn blocker_lines(blocking: &[AllocationInfo], all: bool) -> Vec<BlockerLine>
             )),
         }
     }
-    groups.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
+    groups.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(b.0)));
     lines.extend(
         groups
             .into_iter()

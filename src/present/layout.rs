@@ -231,8 +231,13 @@ impl Layout {
             ));
         }
         // prettytable writes a cell at a time: gathered here, the chunk reaches `out` (standard
-        // output, flushed at each line end) in one write.
-        let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+        // output, flushed at each line end) in one write. The buffer is sized to the chunk's
+        // lines (each column's width and two spaces, a line end), not to the largest chunk: a
+        // report of 40,000 small tables would take and free 64 KiB for each.
+        let line: usize = self.widths.iter().map(|width| width + 2).sum::<usize>() + 1;
+        let lines = rows.len() + if titled { 2 } else { 0 };
+        let mut buffered =
+            io::BufWriter::with_capacity(line.saturating_mul(lines).min(1 << 16), out);
         printed.print(&mut buffered)?;
         buffered.flush()
     }

@@ -16,6 +16,7 @@ use std::io::{self, Write};
 mod cell;
 pub mod html;
 mod layout;
+pub mod parallel;
 pub mod rows;
 mod table;
 pub mod wrap;

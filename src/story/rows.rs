@@ -90,7 +90,7 @@ pub fn story_table(stories: &[Story]) -> Table {
 }
 
 /// Allocations as rows.
-pub fn allocation_table(allocations: &[AllocationInfo]) -> Table {
+pub fn allocation_table<'a>(allocations: impl IntoIterator<Item = &'a AllocationInfo>) -> Table {
     let columns = [
         ("uid", Unit::Identifier),
         ("kind", Unit::Plain),
@@ -102,7 +102,7 @@ pub fn allocation_table(allocations: &[AllocationInfo]) -> Table {
         ("objects", Unit::Plain),
     ];
     let rows = allocations
-        .iter()
+        .into_iter()
         .map(|allocation| {
             vec![
                 Cell::text(allocation.uid.clone()),

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::rows::allocation_table;
 use super::{Placement, Story};
-use crate::analysis::{self, AllocationInfo, BlockerLine, Blockers, Verdict};
+use crate::analysis::{self, BlockerLine, Blockers, Verdict};
 use crate::present::{emit, Style};
 use crate::present::{Format, Report};
 use crate::units::{counted, hex_offset, human, seconds, visible};
@@ -221,13 +221,10 @@ pub fn describe_blockers(
         )?;
         writeln!(out, "  blocking allocations:")?;
         let lines = analysis::blocker_lines(&blockers.blocking, all);
-        let singles: Vec<AllocationInfo> = lines
-            .iter()
-            .filter_map(|line| match line {
-                BlockerLine::One { allocation } => Some(allocation.clone()),
-                BlockerLine::Group { .. } => None,
-            })
-            .collect();
+        let singles = lines.iter().filter_map(|line| match line {
+            BlockerLine::One { allocation } => Some(*allocation),
+            BlockerLine::Group { .. } => None,
+        });
         // The table indented under its heading, fitted to what is left of the width.
         let mut table = Vec::new();
         let narrower = Style {
@@ -235,7 +232,7 @@ pub fn describe_blockers(
             ..style.clone()
         };
         emit(
-            &Report::table(allocation_table(&singles)),
+            &Report::table(allocation_table(singles)),
             Format::Table,
             &narrower,
             &mut table,
