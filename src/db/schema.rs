@@ -72,6 +72,30 @@ pub fn schema_version() -> i64 {
         .unwrap_or(0)
 }
 
+/// The schema every migration leaves, as one script a new file runs instead of the migrations
+/// one after another: each object's statement (tables, their indexes, views), then the rows the
+/// migrations put in `span_level` and `sqlite_stat1`. Run one by one, the migrations cost 30 ms
+/// of parsing (each rename or changed view makes SQLite read the whole schema again), paid by
+/// every new database, each shard of a shard import included; this script costs a tenth.
+///
+/// It is generated from the migrations, and a test holds it to what they leave
+/// (`MEMSTATE_BLESS=1 cargo test --release --lib final_schema` writes it again after a new
+/// migration). Its first line names the version it was made at: a build whose newest migration
+/// is another runs the migrations.
+const FINAL_SCHEMA: &str = include_str!("final_schema.sql");
+
+/// [`FINAL_SCHEMA`], when it was made at this build's schema version.
+fn final_schema() -> Option<&'static str> {
+    let version = FINAL_SCHEMA
+        .lines()
+        .next()?
+        .strip_prefix("-- schema version ")?
+        .trim()
+        .parse::<i64>()
+        .ok()?;
+    (version == schema_version()).then_some(FINAL_SCHEMA)
+}
+
 /// What a file turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Found {
@@ -339,19 +363,28 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
             "CREATE TABLE IF NOT EXISTS {HISTORY} (version INT4 PRIMARY KEY, name VARCHAR(255), applied_on VARCHAR(255), checksum VARCHAR(255));"
         ))
         .map_err(db_error)?;
+        let at_once = match final_schema() {
+            Some(script) if from == 0 => {
+                conn.execute_batch(script).map_err(db_error)?;
+                true
+            }
+            _ => false,
+        };
         for migration in migrations()
             .iter()
             .filter(|migration| migration.version > from)
         {
-            conn.execute_batch(&migration.sql).map_err(|error| {
-                Error::database(
-                    display,
-                    format!(
-                        "cannot apply migration V{}__{}: {error}",
-                        migration.version, migration.name
-                    ),
-                )
-            })?;
+            if !at_once {
+                conn.execute_batch(&migration.sql).map_err(|error| {
+                    Error::database(
+                        display,
+                        format!(
+                            "cannot apply migration V{}__{}: {error}",
+                            migration.version, migration.name
+                        ),
+                    )
+                })?;
+            }
             conn.execute(
                 &format!("INSERT INTO {HISTORY} (version, name, applied_on, checksum) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?3)"),
                 rusqlite::params![migration.version, migration.name, migration.checksum.to_string()],
@@ -395,4 +428,124 @@ pub fn recorded_version(conn: &Connection) -> rusqlite::Result<Option<i64>> {
     })
     .optional()
     .map(Option::flatten)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The schema the migrations leave in an empty database, written as [`FINAL_SCHEMA`] is.
+    fn script_of(conn: &Connection) -> String {
+        let lines = |sql: &str| -> Vec<String> {
+            let mut statement = conn.prepare(sql).unwrap();
+            let rows = statement.query_map([], |row| row.get(0)).unwrap();
+            rows.map(Result::unwrap).collect()
+        };
+        let mut script = format!(
+            "-- schema version {}\n-- Generated from migrations/ by the test final_schema_is_what_the_migrations_leave\n-- (src/db/schema.rs): not edited by hand.\n\n",
+            schema_version()
+        );
+        for statement in lines(
+            "SELECT sql FROM sqlite_master
+             WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+             ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 ELSE 2 END, rowid",
+        ) {
+            script.push_str(&statement);
+            script.push_str(";\n\n");
+        }
+        for row in lines(
+            "SELECT 'INSERT INTO span_level (level, reach) VALUES (' || level || ', ' || reach || ');'
+             FROM span_level ORDER BY level",
+        ) {
+            script.push_str(&row);
+            script.push('\n');
+        }
+        // sqlite_stat1 cannot be created by name: analysing a table makes it.
+        script.push_str("\nANALYZE span_level;\nDELETE FROM sqlite_stat1;\n");
+        for row in lines(
+            "SELECT 'INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES (' || quote(tbl) || ', ' || quote(idx) || ', ' || quote(stat) || ');'
+             FROM sqlite_stat1 ORDER BY rowid",
+        ) {
+            script.push_str(&row);
+            script.push('\n');
+        }
+        script
+    }
+
+    fn migrated() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        for migration in migrations() {
+            conn.execute_batch(&migration.sql).unwrap();
+        }
+        conn
+    }
+
+    /// Everything a schema holds but the history: its objects and the rows of the tables the
+    /// migrations fill.
+    fn everything(conn: &Connection) -> Vec<String> {
+        let mut all = Vec::new();
+        for sql in [
+            "SELECT type || ' ' || name || ' on ' || tbl_name || ': ' || coalesce(sql, '') FROM sqlite_master
+             WHERE tbl_name <> 'refinery_schema_history'",
+            "SELECT 'level ' || level || ' ' || reach FROM span_level",
+            "SELECT 'stat ' || tbl || ' ' || coalesce(idx, '-') || ' ' || stat FROM sqlite_stat1",
+        ] {
+            let mut statement = conn.prepare(sql).unwrap();
+            let rows = statement.query_map([], |row| row.get::<_, String>(0)).unwrap();
+            all.extend(rows.map(Result::unwrap));
+        }
+        all.sort();
+        all
+    }
+
+    /// The script is what the migrations leave, and running it gives a database with the same
+    /// objects (by type, name, table and statement) and rows as running them. With
+    /// MEMSTATE_BLESS set, a stale script is written again instead.
+    #[test]
+    fn final_schema_is_what_the_migrations_leave() {
+        let from_migrations = migrated();
+        let expected = script_of(&from_migrations);
+        if FINAL_SCHEMA != expected {
+            if std::env::var_os("MEMSTATE_BLESS").is_some() {
+                let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/db/final_schema.sql");
+                std::fs::write(path, &expected).unwrap();
+                return;
+            }
+            panic!("src/db/final_schema.sql is stale: MEMSTATE_BLESS=1 cargo test --release --lib final_schema");
+        }
+        assert!(final_schema().is_some(), "made at this schema version");
+        let from_script = Connection::open_in_memory().unwrap();
+        from_script.execute_batch(FINAL_SCHEMA).unwrap();
+        assert_eq!(everything(&from_script), everything(&from_migrations));
+        assert!(everything(&from_script).len() > 80);
+    }
+
+    /// A new file made through the script is recorded with every migration in its history and
+    /// is found up to date.
+    #[test]
+    fn a_new_file_is_made_at_once_and_recorded_as_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let mut conn = Connection::open(&path).unwrap();
+        bring_up_to_date(&mut conn, "new.db", Duration::from_secs(1)).unwrap();
+        let versions: Vec<i64> = conn
+            .prepare(&format!("SELECT version FROM {HISTORY} ORDER BY version"))
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let all: Vec<i64> = migrations()
+            .iter()
+            .map(|migration| migration.version)
+            .collect();
+        assert_eq!(versions, all);
+        assert_eq!(
+            classify(&conn, "new.db").unwrap(),
+            Found::Memstate {
+                version: schema_version()
+            }
+        );
+        assert_eq!(everything(&conn), everything(&migrated()));
+    }
 }
