@@ -169,6 +169,9 @@ fn writer(
                 Err(_) => break,
             }
         }
+        // The shard stays open for its next dumps, but its page cache goes back meanwhile.
+        drop(importer);
+        database.release_memory()?;
     }
     for (_, database) in databases {
         database.finish()?;
