@@ -160,13 +160,13 @@ CREATE INDEX allocation_span_by_uid ON "allocation_span_stored" (printf('0x%016x
 
 CREATE INDEX allocation_span_by_kind ON "allocation_span_stored" (kind);
 
-CREATE INDEX snapshot_by_node_seq ON snapshot (run_id, node, seq, id, time_ns, ordinal);
-
 CREATE INDEX allocation_span_by_state ON "allocation_span_stored" (
     CASE state WHEN 0 THEN 'valid' WHEN 1 THEN 'collectable' WHEN 2 THEN 'pending_free' ELSE 'pending_alloc' END
 );
 
 CREATE INDEX hole_span_by_offset ON "hole_span_stored" (memory_id, offset);
+
+CREATE INDEX snapshot_by_node_seq ON snapshot (run_id, node, seq, id, time_ns, ordinal, top_level);
 
 CREATE VIEW strings AS
 SELECT id AS string_id, value
@@ -606,7 +606,6 @@ INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('allocation_span_stored', 'all
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('allocation_span_stored', 'allocation_span_by_uid', '10000000 2');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('allocation_span_stored', 'allocation_span_by_state', '10000000 2500000');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('allocation_span_stored', 'allocation_span_by_kind', '10000000 1000000');
-INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('snapshot', 'snapshot_by_node_seq', '1000 1000 1000 1 1 1 1');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('hole_span_stored', 'hole_span_by_offset', '10000000 50000 2');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('hole_span_stored', 'hole_span_stored', '10000000 50000 10000 100 1');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('snapshot', 'sqlite_autoindex_snapshot_1', '1000 1000 1000 1');
@@ -623,3 +622,4 @@ INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('object', 'object', '10000 100
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('failed_request', 'failed_request', '100 2 1 1');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('allocation_span_end', 'allocation_span_end', '1000 100 1 1');
 INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('hole_span_end', 'hole_span_end', '1000 100 1 1');
+INSERT INTO sqlite_stat1 (tbl, idx, stat) VALUES ('snapshot', 'snapshot_by_node_seq', '1000 1000 1000 1 1 1 1 1');
