@@ -25,9 +25,13 @@
 
 ALTER TABLE snapshot ADD COLUMN top_level INTEGER NOT NULL DEFAULT 32;
 
+-- The stretch as two searches of the index, each one probe: max() and min() in one SELECT would
+-- read every snapshot of the node for every snapshot of it.
 UPDATE snapshot
 SET top_level = (SELECT min(v.level) FROM span_level v
-                 WHERE v.reach >= (SELECT max(t.seq) - min(t.seq) FROM snapshot t
+                 WHERE v.reach >= (SELECT max(t.seq) FROM snapshot t
+                                   WHERE t.run_id = snapshot.run_id AND t.node = snapshot.node)
+                                - (SELECT min(t.seq) FROM snapshot t
                                    WHERE t.run_id = snapshot.run_id AND t.node = snapshot.node));
 
 DROP INDEX snapshot_by_node_seq;
