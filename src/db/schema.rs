@@ -363,28 +363,29 @@ pub fn bring_up_to_date(conn: &mut Connection, display: &str, patience: Duration
             "CREATE TABLE IF NOT EXISTS {HISTORY} (version INT4 PRIMARY KEY, name VARCHAR(255), applied_on VARCHAR(255), checksum VARCHAR(255));"
         ))
         .map_err(db_error)?;
-        let at_once = match final_schema() {
-            Some(script) if from == 0 => {
-                conn.execute_batch(script).map_err(db_error)?;
-                true
-            }
-            _ => false,
-        };
-        for migration in migrations()
+        let pending: Vec<&Migration> = migrations()
             .iter()
             .filter(|migration| migration.version > from)
-        {
-            if !at_once {
-                conn.execute_batch(&migration.sql).map_err(|error| {
-                    Error::database(
-                        display,
-                        format!(
-                            "cannot apply migration V{}__{}: {error}",
-                            migration.version, migration.name
-                        ),
-                    )
-                })?;
+            .collect();
+        // A file with no schema takes the final one at once; an older one, each migration it
+        // lacks. Either way every migration is recorded.
+        match final_schema().filter(|_| from == 0) {
+            Some(script) => conn.execute_batch(script).map_err(db_error)?,
+            None => {
+                for migration in &pending {
+                    conn.execute_batch(&migration.sql).map_err(|error| {
+                        Error::database(
+                            display,
+                            format!(
+                                "cannot apply migration V{}__{}: {error}",
+                                migration.version, migration.name
+                            ),
+                        )
+                    })?;
+                }
             }
+        }
+        for migration in &pending {
             conn.execute(
                 &format!("INSERT INTO {HISTORY} (version, name, applied_on, checksum) VALUES (?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), ?3)"),
                 rusqlite::params![migration.version, migration.name, migration.checksum.to_string()],
