@@ -44,9 +44,9 @@ fn view_columns(conn: &Connection, view: &str) -> Vec<String> {
     statement.column_names().map(str::to_string).collect()
 }
 
-fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {
-    let db = dir.join("t.db");
-    let mut database = memstate::db::open(&db).unwrap();
+/// The paths imported into `db`, none refused; the database is left open, unfinished.
+fn import_into(db: &Path, paths: &[PathBuf]) -> memstate::db::Database {
+    let mut database = memstate::db::open(db).unwrap();
     let paths: Vec<String> = paths
         .iter()
         .map(|path| path.display().to_string())
@@ -54,6 +54,12 @@ fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {
     let summary =
         memstate::import::import(&mut database, &paths, Default::default(), &mut |_| {}).unwrap();
     assert_eq!(summary.refused, 0);
+    database
+}
+
+fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {
+    let db = dir.join("t.db");
+    import_into(&db, paths);
     db
 }
 
@@ -740,20 +746,9 @@ fn the_views_skip_only_span_levels_a_node_cannot_have() {
         rows.map(Result::unwrap).collect()
     };
     // Imported as the command does: the recorded span ends move to their levels at the finish.
-    let import_into = |db: &Path, paths: &[PathBuf]| {
-        let mut database = memstate::db::open(db).unwrap();
-        let paths: Vec<String> = paths
-            .iter()
-            .map(|path| path.display().to_string())
-            .collect();
-        let summary =
-            memstate::import::import(&mut database, &paths, Default::default(), &mut |_| {})
-                .unwrap();
-        assert_eq!(summary.refused, 0);
-        database.finish().unwrap();
-    };
+    let import_finished = |db: &Path, paths: &[PathBuf]| import_into(db, paths).finish().unwrap();
     let db = dir.path().join("first.db");
-    import_into(&db, &paths);
+    import_finished(&db, &paths);
     let expected: Vec<(i64, i64, i64)> = (0..=5)
         .map(|seq| (seq, 2, if seq < 5 { 2 } else { 1 }))
         .collect();
@@ -774,12 +769,12 @@ fn the_views_skip_only_span_levels_a_node_cannot_have() {
         .map(|&(seq, _, count)| (seq, 3, count))
         .collect::<Vec<_>>();
     wider.push((20, 3, 1));
-    import_into(&db, std::slice::from_ref(&late));
+    import_finished(&db, std::slice::from_ref(&late));
     assert_eq!(counts(&db), wider);
 
     let second = dir.path().join("second.db");
     let mut reversed = vec![late.clone()];
     reversed.extend(paths.iter().rev().cloned());
-    import_into(&second, &reversed);
+    import_finished(&second, &reversed);
     assert_eq!(counts(&second), wider);
 }
