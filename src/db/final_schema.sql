@@ -1,4 +1,4 @@
--- schema version 9
+-- schema version 10
 -- Generated from migrations/ by the test final_schema_is_what_the_migrations_leave
 -- (src/db/schema.rs): not edited by hand.
 
@@ -147,6 +147,13 @@ CREATE TABLE hole_span_end (
     last_seq  INTEGER NOT NULL,
     PRIMARY KEY (memory_id, first_seq, offset)
 ) WITHOUT ROWID;
+
+CREATE TABLE deferred_index (
+    name TEXT PRIMARY KEY,
+    tbl  TEXT NOT NULL,
+    sql  TEXT NOT NULL,
+    stat TEXT
+);
 
 CREATE INDEX allocation_object_by_uid ON allocation_object (run_id, printf('0x%016x', uid));
 

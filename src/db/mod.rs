@@ -12,6 +12,7 @@
 //! writes it, [`spans`] keeps its allocation and hole spans exact, [`legacy`] recognises dumps
 //! that memstate 1 imported.
 
+mod deferred;
 mod dump_spans;
 mod legacy;
 mod remove;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::{Because, Error, Result};
+use deferred::Deferral;
 
 pub use schema::{schema_version, storage_tables, APPLICATION_ID};
 pub use writer::{Outcome, Writer};
@@ -41,6 +43,8 @@ pub struct Database {
     /// Pages in the file when it was opened for writing (None for readers): a writer that grew
     /// the file by a third or more compacts it when done, see [`Database::finish`].
     pages_at_open: Option<i64>,
+    /// When a bulk import defers the secondary indexes (None for readers), see [`deferred`].
+    deferral: Option<Deferral>,
 }
 
 /// Stops the statement a [`Database`] is running, from any thread: see [`Database::interrupter`].
@@ -77,6 +81,18 @@ impl Database {
     /// The one way to write dumps into this database (import/): `display` names it in messages.
     pub fn writer<'a>(&'a mut self, display: impl Into<String>) -> Writer<'a> {
         Writer::new(&mut self.conn, display)
+    }
+
+    /// [`Database::writer`] for a bulk import (`import`, shards, `demo`; not `import --follow`):
+    /// once the import is seen to be bulk (a new file, or one grown by a third), it drops the
+    /// span tables' secondary indexes, and [`Database::finish`] builds them again (see
+    /// migrations/V10__deferred_indexes.sql).
+    pub fn bulk_writer<'a>(&'a mut self, display: impl Into<String>) -> Writer<'a> {
+        let writer = Writer::new(&mut self.conn, display);
+        match self.deferral.as_mut() {
+            Some(deferral) => writer.deferring(deferral),
+            None => writer,
+        }
     }
 
     /// Give back the memory this connection holds for pages it read or wrote (up to its 8 MiB
@@ -116,13 +132,18 @@ impl Database {
     /// the file stays in WAL mode, which every reader handles too.
     ///
     /// The span ends the session's dumps recorded move into the span tables first (see
-    /// migrations/V8__span_ends.sql). A session that grew the file by a third or more (a first
-    /// import, a bulk load) also rewrites it compactly (VACUUM, a fraction of a second for tens
-    /// of MB): the spans that ended land all over their tables and indexes as they move, which
-    /// leaves B-tree pages part full; rewritten, the same data takes about a fifth less (run (i)
-    /// of the scale bench: 12.1 MB, 9.4 MB after). The cost stays in
-    /// proportion to what was imported, since the file must have grown by a third each time.
-    /// When another connection holds the file, compaction waits for a later session.
+    /// migrations/V8__span_ends.sql), and the indexes a bulk import deferred are built (see
+    /// migrations/V10__deferred_indexes.sql). A session that grew the file by a third or more
+    /// with its indexes kept up to date (`import --follow`) also rewrites it compactly (VACUUM, a
+    /// fraction of a second for tens of MB): the spans that ended land all over their tables and
+    /// indexes as they move, which leaves B-tree pages part full; rewritten, the same data takes
+    /// about a fifth less (run (i) of the scale bench: 12.1 MB, 9.4 MB after). After a bulk
+    /// import only the span tables keep that slack (their pages are about 70% full; on run (i),
+    /// 10.7 MB rather than 9.1 MB, 4.8 B an allocation row), and compacting would write the
+    /// file three times more (VACUUM into a temporary file, then the log, then the file): it is
+    /// left, unless a quarter of the file is free pages. The cost stays in proportion to what
+    /// was imported, since the file must have grown by a third each time. When another
+    /// connection holds the file, compaction waits for a later session.
     pub fn finish(self) -> Result<()> {
         self.finish_with(true)
     }
@@ -136,6 +157,9 @@ impl Database {
     fn finish_with(self, compact: bool) -> Result<()> {
         let display = self.display();
         let mut conn = self.conn;
+        // Indexes a bulk import deferred are built again even when the user stops it: without
+        // them a question by uid reads a whole span table.
+        let built = build_deferred_indexes(&mut conn, &display)?;
         conn.busy_timeout(Duration::ZERO)
             .map_err(|error| Error::database(&display, error))?;
         if let Some(pages_at_open) = self.pages_at_open.filter(|_| compact) {
@@ -150,9 +174,15 @@ impl Database {
             let pages: i64 = conn
                 .query_row("PRAGMA page_count", [], |row| row.get(0))
                 .unwrap_or(0);
-            if pages.saturating_mul(page_size(&conn)) >= COMPACT_MIN_BYTES
-                && pages.saturating_mul(3) >= pages_at_open.saturating_mul(4)
-            {
+            let free: i64 = conn
+                .query_row("PRAGMA freelist_count", [], |row| row.get(0))
+                .unwrap_or(0);
+            let grew = pages.saturating_mul(page_size(&conn)) >= COMPACT_MIN_BYTES
+                && pages.saturating_mul(3) >= pages_at_open.saturating_mul(4);
+            // Indexes built once are packed already, and the span tables keep their slack (see
+            // the comment above): rewriting the whole file for it would write it three times
+            // more. Free pages a quarter of the file are worth it still.
+            if grew && (!built || free.saturating_mul(4) >= pages) {
                 // VACUUM copies the whole database into a temporary one: in a file, as SQLite
                 // does by default, not in memory (a copy of a large database would be).
                 unless_busy(
@@ -168,6 +198,35 @@ impl Database {
             "cannot leave WAL mode",
         )
     }
+}
+
+/// Build the indexes a bulk import deferred (see [`deferred`]), when any wait: the span ends it
+/// recorded move into the span tables first (their index entries are then written once, where
+/// they end up), then each index is built, in one transaction. Another writer holding the file
+/// for longer than the busy timeout leaves it to the next one that opens it.
+fn build_deferred_indexes(conn: &mut Connection, display: &str) -> Result<bool> {
+    let waiting = deferred::any(conn).map_err(|error| Error::database(display, error))?;
+    if !waiting {
+        return Ok(false);
+    }
+    // BEGIN IMMEDIATE waits for another writer as long as the connection's busy timeout.
+    let build = |conn: &mut Connection| -> rusqlite::Result<()> {
+        let transaction =
+            conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        span_tables::move_all_ends(&transaction)?;
+        deferred::restore(&transaction)?;
+        transaction.commit()
+    };
+    // Stopped by Ctrl-C (the import interrupts the running statement), the build is left to the
+    // next writer too: the dumps are in.
+    let built = build(conn).or_else(|error| match error.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::OperationInterrupted) => Ok(()),
+        _ => Err(error),
+    });
+    unless_busy(built, display, "cannot build the deferred indexes")?;
+    deferred::any(conn)
+        .map(|waiting| !waiting)
+        .map_err(|error| Error::database(display, error))
 }
 
 /// A step of [`Database::finish`] that another connection keeps from running (it holds the file)
@@ -372,10 +431,14 @@ pub fn open(path: &Path) -> Result<Database> {
         .map_err(|error| Error::database(&display, error))?;
     schema::bring_up_to_date(&mut conn, &display, BUSY_TIMEOUT)?;
     enter_wal(&conn, path, &display)?;
+    // A bulk import that was killed left its deferred indexes unbuilt: build them now.
+    build_deferred_indexes(&mut conn, &display)?;
+    let deferral = Deferral::new(pages_at_open, page_size(&conn));
     Ok(Database {
         conn,
         path: path.to_path_buf(),
         pages_at_open: Some(pages_at_open),
+        deferral: Some(deferral),
     })
 }
 
@@ -486,6 +549,7 @@ pub fn open_read_only_waiting(path: &Path, patience: Duration) -> Result<Databas
         conn,
         path: path.to_path_buf(),
         pages_at_open: None,
+        deferral: None,
     })
 }
 

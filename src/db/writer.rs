@@ -18,6 +18,7 @@ use rusqlite::{
     params, params_from_iter, Connection, OptionalExtension, Transaction, TransactionBehavior,
 };
 
+use super::deferred::{self, Deferral};
 use super::dump_spans::{write_spans, Ends, NodeSpans, MOST_PENDING_ENDS};
 use super::legacy;
 use super::remove::remove_snapshot;
@@ -53,6 +54,9 @@ pub struct Writer<'c> {
     pending_ends: u64,
     /// How many recorded ends are moved at once, between dumps.
     most_pending_ends: u64,
+    /// When a bulk import drops the secondary indexes it would rewrite with every dump (see
+    /// [`deferred`]); None keeps them up to date (`import --follow`, whose readers want them).
+    deferral: Option<&'c mut Deferral>,
 }
 
 /// The content digest this memstate computes (see `dump::content_digest`); 1 was memstate 1's.
@@ -92,7 +96,16 @@ impl<'c> Writer<'c> {
             stop: None,
             pending_ends: 0,
             most_pending_ends: MOST_PENDING_ENDS,
+            deferral: None,
         }
+    }
+
+    /// Defer the secondary indexes when `deferral` says the import is bulk (see [`deferred`]):
+    /// the dump that finds it due drops them in its own transaction, and
+    /// [`super::Database::finish`] builds them again.
+    pub fn deferring(mut self, deferral: &'c mut Deferral) -> Self {
+        self.deferral = Some(deferral);
+        self
     }
 
     /// Stop when `stop` is set (Ctrl-C): a dump whose writing it interrupts is rolled back, not
@@ -139,6 +152,15 @@ impl<'c> Writer<'c> {
         // The node's open spans leave the cache for the transaction and come back only with its commit.
         let node = (prepared.dump.run.id.clone(), prepared.dump.run.node);
         let cached = self.nodes.remove(&node);
+        let defer_now = match self.deferral.as_deref() {
+            Some(deferral) => deferral
+                .due(&transaction)
+                .map_err(|error| Error::database(&db_display, error))?,
+            None => false,
+        };
+        if defer_now {
+            deferred::defer(&transaction).map_err(|error| Error::database(&db_display, error))?;
+        }
         let mut writer = Statements {
             tx: &transaction,
             db_display: &db_display,
@@ -162,6 +184,9 @@ impl<'c> Writer<'c> {
         match landed {
             Ok(landed) => {
                 self.data_version = Some(data_version);
+                if let Some(deferral) = self.deferral.as_deref_mut().filter(|_| defer_now) {
+                    deferral.done();
+                }
                 if let Some(open) = landed.open {
                     self.nodes.insert(node, open);
                 }

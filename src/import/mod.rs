@@ -553,7 +553,7 @@ pub fn import_until(
     report: &mut dyn FnMut(ImportEvent),
 ) -> Result<ImportSummary> {
     let db_display = database.display();
-    let mut importer = database.writer(db_display);
+    let mut importer = database.bulk_writer(db_display);
     if let Some(stop) = stop {
         importer = importer.stop_on(stop);
     }

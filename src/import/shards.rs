@@ -135,7 +135,7 @@ fn writer(
             continue;
         };
         let display = database.display();
-        let mut importer = database.writer(display);
+        let mut importer = database.bulk_writer(display);
         let mut job = job;
         loop {
             // Counted in the shared summary, not under its lock while the dump is written.

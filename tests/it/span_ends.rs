@@ -1,7 +1,8 @@
 //! Span ends that an import recorded and has not yet moved into the span tables (see
 //! migrations/V8__span_ends.sql): a reader during an import, or after a killed one, reads every
 //! view as after the move; a later import moves them; a dump that lands between two imported
-//! ones is planned against the moved spans.
+//! ones is planned against the moved spans. Likewise the span indexes a bulk import defers (see
+//! migrations/V10__deferred_indexes.sql): read the same without them, built as they were.
 
 use std::path::{Path, PathBuf};
 
@@ -46,7 +47,17 @@ fn import_unfinished(db: &Path, files: &[PathBuf]) {
 /// called after each dump.
 fn import_moving_ends_past(db: &Path, files: &[PathBuf], most: u64, after: &mut dyn FnMut(&Path)) {
     let mut database = memstate::db::open(db).unwrap();
-    let mut importer = database.writer("t.db").moving_ends_past(most);
+    let importer = database.writer("t.db").moving_ends_past(most);
+    land_each(importer, db, files, after);
+}
+
+/// Land each of `files` through `importer`, calling `after` after each dump.
+fn land_each(
+    mut importer: memstate::db::Writer<'_>,
+    db: &Path,
+    files: &[PathBuf],
+    after: &mut dyn FnMut(&Path),
+) {
     for file in files {
         let text = std::fs::read(file).unwrap();
         let name = file.display().to_string();
@@ -251,4 +262,190 @@ fn ends_moved_between_dumps_leave_what_the_views_read_unchanged() {
     assert!(closed > 50, "only {closed} spans closed");
     assert_same_views(&often, &moved);
     assert_eq!(scalar::<String>(&often, "PRAGMA integrity_check"), "ok");
+}
+
+/// The four span indexes that a bulk import defers.
+const DEFERRABLE: [&str; 4] = [
+    "allocation_span_by_kind",
+    "allocation_span_by_state",
+    "allocation_span_by_uid",
+    "hole_span_by_offset",
+];
+
+/// Every index of the file with its statement, and every row of sqlite_stat1, sorted.
+fn indexes_and_statistics(db: &Path) -> Vec<String> {
+    let conn = Connection::open(db).unwrap();
+    let mut lines: Vec<String> = conn
+        .prepare("SELECT 'index ' || name || ': ' || sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    lines.extend(
+        conn.prepare(
+            "SELECT 'stat ' || tbl || ' ' || coalesce(idx, '-') || ': ' || stat FROM sqlite_stat1",
+        )
+        .unwrap()
+        .query_map([], |row| row.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap),
+    );
+    lines.sort();
+    lines
+}
+
+fn deferred_names(db: &Path) -> Vec<String> {
+    Connection::open(db)
+        .unwrap()
+        .prepare("SELECT name FROM deferred_index ORDER BY name")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A bulk import drops the four span indexes with its first dump; a reader meanwhile (or after
+/// the import is killed) reads every view as from a file whose indexes were kept up to date all
+/// along; the next writer to open the file builds them, with their statements and statistics as
+/// they were; and an import that finishes builds them itself.
+#[test]
+fn a_bulk_import_defers_the_span_indexes_and_they_come_back_as_they_were() {
+    let dir = tempfile::tempdir().unwrap();
+    let (folder, files) = simulated_dumps(dir.path());
+    // Indexes kept up to date dump by dump: `import --follow`'s writer.
+    let kept = dir.path().join("kept.db");
+    {
+        let mut database = memstate::db::open(&kept).unwrap();
+        land_each(database.writer("kept.db"), &kept, &files, &mut |_| {});
+        database.finish().unwrap();
+    }
+    let expected = indexes_and_statistics(&kept);
+    for name in DEFERRABLE {
+        assert!(
+            expected
+                .iter()
+                .any(|line| line.starts_with(&format!("index {name}: "))),
+            "{name} in {expected:#?}"
+        );
+        assert!(
+            expected
+                .iter()
+                .any(|line| line.contains(&format!(" {name}: ")) && line.starts_with("stat ")),
+            "statistics of {name} in {expected:#?}"
+        );
+    }
+    assert!(deferred_names(&kept).is_empty());
+
+    // A bulk import, after each dump and after it is killed (the session never finished).
+    let bulk = dir.path().join("bulk.db");
+    {
+        let mut database = memstate::db::open(&bulk).unwrap();
+        let mut seen = Vec::new();
+        land_each(database.bulk_writer("bulk.db"), &bulk, &files, &mut |db| {
+            seen.push(deferred_names(db))
+        });
+        assert!(seen.iter().all(|names| names == &DEFERRABLE), "{seen:?}");
+    }
+    let missing: i64 = scalar(
+        &bulk,
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN
+         ('allocation_span_by_kind', 'allocation_span_by_state', 'allocation_span_by_uid', 'hole_span_by_offset')",
+    );
+    assert_eq!(missing, 0, "the deferred indexes are dropped");
+    assert_same_views(&bulk, &kept);
+    // One uid's spans, as a user asks for them: the same rows without the index.
+    let uid_rows = |db: &Path| -> Vec<String> {
+        let conn = Connection::open(db).unwrap();
+        let uid: String = conn
+            .query_row(
+                "SELECT uid FROM allocation_spans ORDER BY uid LIMIT 1 OFFSET 7",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        let mut statement = conn
+            .prepare("SELECT memory_id, first_seq, last_seq, offset, size FROM allocation_spans WHERE uid = ?1 ORDER BY first_seq")
+            .unwrap();
+        let rows = statement
+            .query_map([&uid], |row| {
+                Ok(format!(
+                    "{uid} {:?} {:?} {:?} {:?} {:?}",
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                    row.get::<_, i64>(3)?,
+                    row.get::<_, i64>(4)?
+                ))
+            })
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let uid_expected = uid_rows(&kept);
+    assert!(!uid_expected.is_empty());
+    assert_eq!(uid_rows(&bulk), uid_expected);
+
+    // The next writer to open it builds them (here one that then imports nothing).
+    memstate::db::open(&bulk).unwrap().finish().unwrap();
+    assert!(deferred_names(&bulk).is_empty());
+    assert_eq!(indexes_and_statistics(&bulk), expected);
+    assert_eq!(ends_recorded(&bulk), 0);
+    assert_same_views(&bulk, &kept);
+    assert_eq!(scalar::<String>(&bulk, "PRAGMA integrity_check"), "ok");
+
+    // The command's import defers them too, and builds them as it finishes.
+    let command = dir.path().join("command.db");
+    import(&command, &[&folder], 0);
+    assert!(deferred_names(&command).is_empty());
+    assert_eq!(indexes_and_statistics(&command), expected);
+    assert_same_views(&command, &kept);
+}
+
+/// Only a bulk import defers: `import --follow`'s writer keeps the indexes up to date for the
+/// readers that follow along, and an import that adds a little to a file of some size (under a
+/// third of it) keeps them too.
+#[test]
+fn follow_and_a_small_import_keep_the_span_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, files) = simulated_dumps(dir.path());
+    let indexes = |db: &Path| -> i64 {
+        scalar(
+            db,
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN
+             ('allocation_span_by_kind', 'allocation_span_by_state', 'allocation_span_by_uid', 'hole_span_by_offset')",
+        )
+    };
+    let followed = dir.path().join("followed.db");
+    {
+        let mut database = memstate::db::open(&followed).unwrap();
+        land_each(
+            database.writer("followed.db"),
+            &followed,
+            &files,
+            &mut |db| assert_eq!(indexes(db), 4),
+        );
+    }
+    assert!(deferred_names(&followed).is_empty());
+
+    // A file past the size that counts as new (1 MiB), then one more node's dump landed in bulk
+    // mode, the session left open: it grew the file by far less than a third.
+    let big = crate::common::simulated_db(
+        dir.path(),
+        &memstate::sim::Config {
+            steps: 800,
+            gpus_per_node: 4,
+            continue_after_oom: true,
+            ..Default::default()
+        },
+    );
+    assert!(std::fs::metadata(&big).unwrap().len() > 1 << 20);
+    let mut database = memstate::db::open(&big).unwrap();
+    land_each(
+        database.bulk_writer("t.db"),
+        &big,
+        &[crate::common::data("small.json")],
+        &mut |db| assert_eq!(indexes(db), 4),
+    );
+    assert!(deferred_names(&big).is_empty());
 }

@@ -57,9 +57,15 @@ fn import_into(db: &Path, paths: &[PathBuf]) -> memstate::db::Database {
     database
 }
 
+/// `paths` imported as the command does: the session finished, so the recorded span ends move
+/// to their levels and the indexes a bulk import defers are built.
+fn import_finished(db: &Path, paths: &[PathBuf]) {
+    import_into(db, paths).finish().unwrap();
+}
+
 fn imported(dir: &Path, paths: &[PathBuf]) -> PathBuf {
     let db = dir.join("t.db");
-    import_into(&db, paths);
+    import_finished(&db, paths);
     db
 }
 
@@ -745,8 +751,6 @@ fn the_views_skip_only_span_levels_a_node_cannot_have() {
             .unwrap();
         rows.map(Result::unwrap).collect()
     };
-    // Imported as the command does: the recorded span ends move to their levels at the finish.
-    let import_finished = |db: &Path, paths: &[PathBuf]| import_into(db, paths).finish().unwrap();
     let db = dir.path().join("first.db");
     import_finished(&db, &paths);
     let expected: Vec<(i64, i64, i64)> = (0..=5)
