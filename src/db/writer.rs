@@ -149,9 +149,7 @@ impl<'c> Writer<'c> {
             // Another connection wrote since: what this writer remembers may be stale.
             self.nodes.clear();
         }
-        // The node's open spans leave the cache for the transaction and come back only with its commit.
-        let node = (prepared.dump.run.id.clone(), prepared.dump.run.node);
-        let cached = self.nodes.remove(&node);
+        // A bulk import sets the span indexes aside with the dump that finds it bulk.
         let defer_now = match self.deferral.as_deref() {
             Some(deferral) => deferral
                 .due(&transaction)
@@ -161,6 +159,9 @@ impl<'c> Writer<'c> {
         if defer_now {
             deferred::defer(&transaction).map_err(|error| Error::database(&db_display, error))?;
         }
+        // The node's open spans leave the cache for the transaction and come back only with its commit.
+        let node = (prepared.dump.run.id.clone(), prepared.dump.run.node);
+        let cached = self.nodes.remove(&node);
         let mut writer = Statements {
             tx: &transaction,
             db_display: &db_display,
