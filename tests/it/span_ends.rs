@@ -449,3 +449,41 @@ fn follow_and_a_small_import_keep_the_span_indexes() {
     );
     assert!(deferred_names(&big).is_empty());
 }
+
+/// A bulk import that finishes while a reader is on the file builds the deferred indexes all the
+/// same, in WAL mode (it cannot leave it then), and the reader's view does not change under it.
+#[test]
+fn a_bulk_import_finishing_beside_a_reader_builds_its_indexes_in_wal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, files) = simulated_dumps(dir.path());
+    let bulk = dir.path().join("bulk.db");
+    let mut database = memstate::db::open(&bulk).unwrap();
+    land_each(database.bulk_writer("bulk.db"), &bulk, &files, &mut |_| {});
+    let reader = Connection::open(&bulk).unwrap();
+    reader.execute_batch("BEGIN").unwrap();
+    let count = |conn: &Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM allocation_spans", [], |row| {
+            row.get(0)
+        })
+        .unwrap()
+    };
+    let before = count(&reader);
+    database.finish().unwrap();
+    assert_eq!(count(&reader), before, "the reader's view changed under it");
+    reader.execute_batch("COMMIT").unwrap();
+    assert!(deferred_names(&bulk).is_empty());
+    assert_eq!(
+        reader
+            .query_row("PRAGMA journal_mode", [], |row| row.get::<_, String>(0))
+            .unwrap(),
+        "wal"
+    );
+    assert_eq!(count(&reader), before);
+    drop(reader);
+    let built: i64 = scalar(
+        &bulk,
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name IN
+         ('allocation_span_by_kind', 'allocation_span_by_state', 'allocation_span_by_uid', 'hole_span_by_offset')",
+    );
+    assert_eq!(built, 4);
+}
