@@ -469,3 +469,36 @@ fn an_interrupted_dump_is_rolled_back() {
     let mut importer = database.writer("t.db").stop_on(&stop);
     assert!(importer.import(&prepared, "small.json", false).is_ok());
 }
+
+/// Two dumps of a run describe one object differently: each field keeps the greater text (by
+/// bytes), a field one of them leaves out takes the other's, and the import order does not
+/// matter. Expected values by hand: "store" > "alpha", "int8" > "float64", "x" from the dump that
+/// names it, "train.py:57" > "train.py:12".
+#[test]
+fn an_object_described_twice_keeps_the_greater_text_in_either_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = write_json(dir.path(), "first.json", &small());
+    let mut second = set(small(), "/snapshot/seq", json!(4));
+    second = set(second, "/objects/0/kind", json!("alpha"));
+    second = set(second, "/objects/0/dtype", json!("int8"));
+    second = set(second, "/objects/0/provenance", json!(3));
+    if let Some(object) = second
+        .pointer_mut("/objects/0")
+        .and_then(|v| v.as_object_mut())
+    {
+        object.remove("name");
+    }
+    let second = write_json(dir.path(), "second.json", &second);
+    let mut seen = Vec::new();
+    for (name, order) in [("ab.db", [&first, &second]), ("ba.db", [&second, &first])] {
+        let db = dir.path().join(name);
+        import(&db, &[order[0].as_path()], 0);
+        import(&db, &[order[1].as_path()], 0);
+        seen.push(scalar::<String>(
+            &db,
+            "SELECT object_id || ' ' || kind || ' ' || name || ' ' || dtype || ' ' || provenance FROM objects",
+        ));
+    }
+    assert_eq!(seen[0], "store-17 store x int8 train.py:57");
+    assert_eq!(seen[1], seen[0]);
+}
