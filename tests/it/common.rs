@@ -230,6 +230,23 @@ pub fn simulated_db(dir: &Path, config: &memstate::sim::Config) -> PathBuf {
     db
 }
 
+/// A simulated run of 800 steps on 4 GPUs imported into `dir/t.db`: a file of about 2 MB, past
+/// the sizes under which an import counts it as new (1 MiB) and never compacts it.
+pub fn simulated_db_past_a_mebibyte(dir: &Path) -> PathBuf {
+    let db = simulated_db(
+        dir,
+        &memstate::sim::Config {
+            steps: 800,
+            gpus_per_node: 4,
+            continue_after_oom: true,
+            ..Default::default()
+        },
+    );
+    let size = std::fs::metadata(&db).expect("the database").len();
+    assert!(size > 3 << 19, "the run is too small ({size} bytes)");
+    db
+}
+
 /// Every `-- @TAG ...` declaration line of the canned queries (queries/ and queries/portable/):
 /// the file, the line, and the words after the tag.
 pub fn query_declarations(tag: &str) -> Vec<(PathBuf, String, Vec<String>)> {

@@ -6,7 +6,9 @@ use std::path::Path;
 use rusqlite::Connection;
 use serde_json::json;
 
-use crate::common::{contents, data, import, on_db, scalar, set, simulated_db, small, write_json};
+use crate::common::{
+    contents, data, import, on_db, scalar, set, simulated_db_past_a_mebibyte, small, write_json,
+};
 
 fn bytes_of(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
@@ -361,21 +363,8 @@ fn a_killed_import_leaves_only_whole_dumps() {
 #[test]
 fn a_bulk_import_leaves_the_file_nearly_compact_and_a_small_one_leaves_it_be() {
     let dir = tempfile::tempdir().unwrap();
-    let db = simulated_db(
-        dir.path(),
-        &memstate::sim::Config {
-            steps: 800,
-            gpus_per_node: 4,
-            continue_after_oom: true,
-            ..Default::default()
-        },
-    );
+    let db = simulated_db_past_a_mebibyte(dir.path());
     let size = std::fs::metadata(&db).unwrap().len();
-    // Past the size under which an import never compacts (1 MiB).
-    assert!(
-        size > 3 << 19,
-        "the run is too small to tell ({size} bytes)"
-    );
     assert_eq!(
         scalar::<i64>(&db, "SELECT count(*) FROM deferred_index"),
         0,
