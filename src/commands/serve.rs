@@ -23,6 +23,7 @@ pub fn run(db_path: &Path, args: &ServeArgs) -> Result<u8> {
         row_limit: args.row_limit.max(1),
         ..Options::default()
     };
+    serve::limit_sqlite_heap();
     let running = serve::start(db_path, options)?;
     let stop = running.stopper();
     ctrlc::set_handler(stop)

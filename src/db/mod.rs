@@ -57,6 +57,32 @@ impl Interrupter {
     }
 }
 
+/// The PRAGMAs [`Database::refuse_state_changes`] lets through: each only describes the schema,
+/// the file or SQLite, whatever its argument (a table's name), and sets nothing.
+const DESCRIBING_PRAGMAS: &[&str] = &[
+    "table_info",
+    "table_xinfo",
+    "table_list",
+    "index_info",
+    "index_xinfo",
+    "index_list",
+    "foreign_key_list",
+    "database_list",
+    "collation_list",
+    "function_list",
+    "module_list",
+    "pragma_list",
+    "compile_options",
+    "page_size",
+    "page_count",
+    "freelist_count",
+    "encoding",
+    "user_version",
+    "application_id",
+    "schema_version",
+    "data_version",
+];
+
 /// A writing session that left a file of at least this many bytes, a third more pages than it
 /// found, compacts.
 const COMPACT_MIN_BYTES: i64 = 1 << 20;
@@ -113,6 +139,32 @@ impl Database {
         let display = self.display();
         self.conn
             .progress_handler(10_000, Some(stop))
+            .map_err(|error| Error::database(display, error))
+    }
+
+    /// Refuse, when a statement is prepared, whatever would change what later statements on
+    /// this connection see: a PRAGMA that sets something (`hard_heap_limit`, `query_only`, ...;
+    /// those that only describe the schema or the file may be read), a transaction or savepoint
+    /// left open, ATTACH and DETACH. For a server's connections, where the SQL box runs what
+    /// anyone sends and the next request must find the connection as it was.
+    pub fn refuse_state_changes(&mut self) -> Result<()> {
+        use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+        let display = self.display();
+        self.conn
+            .authorizer(Some(|context: AuthContext<'_>| match context.action {
+                AuthAction::Pragma { pragma_name, .. } => {
+                    if DESCRIBING_PRAGMAS.contains(&pragma_name.to_ascii_lowercase().as_str()) {
+                        Authorization::Allow
+                    } else {
+                        Authorization::Deny
+                    }
+                }
+                AuthAction::Transaction { .. }
+                | AuthAction::Savepoint { .. }
+                | AuthAction::Attach { .. }
+                | AuthAction::Detach { .. } => Authorization::Deny,
+                _ => Authorization::Allow,
+            }))
             .map_err(|error| Error::database(display, error))
     }
 

@@ -38,6 +38,16 @@ impl Cell {
     pub fn optional_count(value: Option<u64>) -> Cell {
         value.map_or(Cell::Null, Cell::count)
     }
+
+    /// About how many bytes this value holds (what a bounded answer counts).
+    pub fn held_bytes(&self) -> usize {
+        let content = match self {
+            Cell::Null | Cell::Integer(_) | Cell::Real(_) => 0,
+            Cell::Text(text) | Cell::Json(text) => text.len(),
+            Cell::Blob(bytes) => bytes.len(),
+        };
+        std::mem::size_of::<Cell>() + content
+    }
 }
 
 /// How a column's values are shown to people (machine formats are always exact).

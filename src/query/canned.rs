@@ -297,6 +297,62 @@ fn only_run(conn: &Connection, query: &str) -> Result<String> {
 /// Run a canned query with `key=value` parameters (defaults filled in, selectors resolved); the
 /// columns carry the units their documentation gives.
 pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]) -> Result<Table> {
+    let bound = bind(conn, query, parameters)?;
+    // growth and long-lived are answered in Rust (the same rows; see `native`), else by the SQL.
+    let table = match native::answer(conn, query.name, &bound)? {
+        Some(rows) => native_table(query, rows),
+        None => collect(conn, query.sql, &bound)?,
+    };
+    Ok(with_units(query, table))
+}
+
+/// [`execute`], keeping only what `keep` says (a server's answer): the rows and how many there
+/// were in all.
+pub fn execute_first(
+    conn: &Connection,
+    query: &Query,
+    parameters: &[(String, String)],
+    keep: crate::query::Keep,
+) -> Result<(Table, usize)> {
+    let bound = bind(conn, query, parameters)?;
+    let (table, total) = match native::answer(conn, query.name, &bound)? {
+        Some(mut rows) => {
+            let total = rows.len();
+            rows.truncate(keep.rows);
+            (native_table(query, rows), total)
+        }
+        None => {
+            let first = crate::query::first_rows(conn, query.sql, &bound, keep)?;
+            (first.table, first.total)
+        }
+    };
+    Ok((with_units(query, table), total))
+}
+
+fn native_table(query: &Query, rows: Vec<Vec<crate::present::Cell>>) -> Table {
+    let names: Vec<String> = query
+        .columns
+        .iter()
+        .map(|column| column.name.clone())
+        .collect();
+    // Units as the query declares them, set by `with_units`.
+    Table::plain(names, rows)
+}
+
+fn with_units(query: &Query, mut table: Table) -> Table {
+    for column in &query.columns {
+        table = table.with_unit(&[column.name.as_str()], column.shown_as);
+    }
+    table
+}
+
+/// The parameters a canned query runs with: each given one known, defaults filled in,
+/// selectors resolved.
+fn bind(
+    conn: &Connection,
+    query: &Query,
+    parameters: &[(String, String)],
+) -> Result<Vec<(String, String)>> {
     for (key, _) in parameters {
         if !query.params.iter().any(|param| &param.name == key) {
             let known: Vec<&str> = query
@@ -335,21 +391,5 @@ pub fn execute(conn: &Connection, query: &Query, parameters: &[(String, String)]
             resolve(conn, query, param, &value, parameters)?,
         ));
     }
-    // growth and long-lived are answered in Rust (the same rows; see `native`), else by the SQL.
-    let mut table = match native::answer(conn, query.name, &bound)? {
-        Some(rows) => {
-            let names: Vec<String> = query
-                .columns
-                .iter()
-                .map(|column| column.name.clone())
-                .collect();
-            // Units as the query declares them, set below for every column.
-            Table::plain(names, rows)
-        }
-        None => collect(conn, query.sql, &bound)?,
-    };
-    for column in &query.columns {
-        table = table.with_unit(&[column.name.as_str()], column.shown_as);
-    }
-    Ok(table)
+    Ok(bound)
 }

@@ -7,10 +7,10 @@
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use super::{collect, for_each_row, query_error, RowEvent};
+use super::{collect, query_error};
 use crate::analysis::bins::AddressBins;
 use crate::error::{Error, Result};
-use crate::present::{Cell, Table, Unit};
+use crate::present::Table;
 
 /// The snapshots imported after `since` (a snapshot id; 0 for all), in run, node and seq order,
 /// each with how many requests failed in it.
@@ -279,31 +279,19 @@ fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-/// The first `limit` rows of one read-only statement, and whether it had more.
-pub fn first_rows(conn: &Connection, sql: &str, limit: usize) -> Result<(Table, bool)> {
-    let mut columns = Vec::new();
-    let mut units: Vec<Unit> = Vec::new();
-    let mut rows: Vec<Vec<Cell>> = Vec::new();
-    let mut more = false;
-    let outcome = for_each_row(conn, sql, &[], &mut |event| {
-        match event {
-            RowEvent::Columns(names, shown_as) => {
-                columns = names.to_vec();
-                units = shown_as.to_vec();
-            }
-            RowEvent::Row(cells) => {
-                if rows.len() == limit {
-                    more = true;
-                    // Stops the statement: enough is held.
-                    return Err(Error::Interrupted);
-                }
-                rows.push(cells);
-            }
-        }
-        Ok(())
-    });
-    match outcome {
-        Ok(()) | Err(Error::Interrupted) => Ok((Table::with_units(columns, units, rows), more)),
-        Err(error) => Err(error),
-    }
+/// The first `limit` rows of one read-only statement (holding at most `bytes`), and whether it
+/// had more.
+pub fn first_rows(
+    conn: &Connection,
+    sql: &str,
+    limit: usize,
+    bytes: usize,
+) -> Result<(Table, bool)> {
+    let keep = crate::query::Keep {
+        rows: limit,
+        bytes,
+        count_all: false,
+    };
+    let first = crate::query::first_rows(conn, sql, &[], keep)?;
+    Ok((first.table, first.more))
 }

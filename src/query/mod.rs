@@ -96,6 +96,75 @@ pub fn collect(conn: &Connection, sql: &str, parameters: &[(String, String)]) ->
     Ok(Table::with_units(columns, units, rows))
 }
 
+/// How much of a statement's answer to keep: the first `rows` rows, holding at most `bytes`.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    pub rows: usize,
+    pub bytes: usize,
+    /// Run the statement to its end to count every row (else it stops past the kept ones).
+    pub count_all: bool,
+}
+
+/// The kept rows of a statement, how many it had, and whether there were more than kept.
+pub struct FirstRows {
+    pub table: Table,
+    /// Every row when [`Keep::count_all`], else the kept ones and one more when there were more.
+    pub total: usize,
+    pub more: bool,
+}
+
+/// Run one statement and keep its first rows as `keep` says; an answer whose kept rows would
+/// hold more than `keep.bytes` is refused (a server's bound on what one request makes it hold).
+pub fn first_rows(
+    conn: &Connection,
+    sql: &str,
+    parameters: &[(String, String)],
+    keep: Keep,
+) -> Result<FirstRows> {
+    let mut columns = Vec::new();
+    let mut units: Vec<Unit> = Vec::new();
+    let mut rows: Vec<Vec<Cell>> = Vec::new();
+    let mut held = 0usize;
+    let mut total = 0usize;
+    let outcome = for_each_row(conn, sql, parameters, &mut |event| {
+        match event {
+            RowEvent::Columns(names, shown_as) => {
+                columns = names.to_vec();
+                units = shown_as.to_vec();
+            }
+            RowEvent::Row(cells) => {
+                total += 1;
+                if rows.len() == keep.rows {
+                    // Enough is held: stop, unless every row is to be counted.
+                    return if keep.count_all {
+                        Ok(())
+                    } else {
+                        Err(Error::Interrupted)
+                    };
+                }
+                held = held.saturating_add(cells.iter().map(Cell::held_bytes).sum::<usize>());
+                if held > keep.bytes {
+                    return Err(Error::Usage(format!(
+                        "the answer's first {} rows hold more than {} (values this large are for `memstate sql`): ask for fewer rows, fewer columns or shorter values",
+                        rows.len() + 1,
+                        crate::units::human_size(i64::try_from(keep.bytes).unwrap_or(i64::MAX))
+                    )));
+                }
+                rows.push(cells);
+            }
+        }
+        Ok(())
+    });
+    match outcome {
+        Ok(()) | Err(Error::Interrupted) => Ok(FirstRows {
+            more: total > rows.len(),
+            table: Table::with_units(columns, units, rows),
+            total,
+        }),
+        Err(error) => Err(error),
+    }
+}
+
 /// What [`for_each_row`] hands over: the column names and the units declared for them
 /// ([`columns::unit_of`]) once, then each row.
 pub enum RowEvent<'a> {
@@ -202,14 +271,21 @@ pub fn limit_ad_hoc(conn: &Connection, limits: AdHocLimits) -> Result<()> {
     Ok(())
 }
 
-/// Hold one connection's statements to values of at most 64 MiB, their temporary storage kept in
-/// memory: for a server's connections, where the process-wide heap limit of [`limit_ad_hoc`]
-/// would hold every connection at once.
-pub fn limit_statement_size(conn: &Connection) -> Result<()> {
-    conn.pragma_update(None, "temp_store", "MEMORY")
+/// The largest value a served statement may make: 8 MiB.
+pub const SERVED_VALUE_BYTES: i32 = 8 << 20;
+
+/// Hold one server connection's statements to values of at most [`SERVED_VALUE_BYTES`], their
+/// temporary storage (sorts, groupings) in files past a small page cache, not in memory: a
+/// server's connections share the process, so what one statement may hold is bounded here and
+/// by the process's heap limit (`memstate serve` sets it), never by what a request asks.
+pub fn limit_served_statements(conn: &Connection) -> Result<()> {
+    conn.execute_batch("PRAGMA temp_store = FILE; PRAGMA cache_size = -4096")
         .map_err(Error::query)?;
-    conn.set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, 64 << 20)
-        .map_err(Error::query)?;
+    conn.set_limit(
+        rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH,
+        SERVED_VALUE_BYTES,
+    )
+    .map_err(Error::query)?;
     Ok(())
 }
 

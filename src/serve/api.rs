@@ -68,28 +68,52 @@ impl Answer {
     }
 
     /// An error of the library as the status it means: the user's request (400), a name of
-    /// nothing (404), a statement stopped at its time limit (408), else the server's (500).
+    /// nothing (404), a statement stopped at its time limit (408), one that needed more memory
+    /// or a larger value than the server allows (413), else the server's (500).
     fn of(error: &Error) -> Answer {
-        let status = match error {
-            Error::Usage(_) => 400,
-            Error::NotFound(_) => 404,
-            Error::Query { .. } if stopped_at_time_limit(error) => {
+        match sqlite_code(error) {
+            Some(rusqlite::ErrorCode::OperationInterrupted) => {
                 return Answer::error(
                     408,
                     "the statement ran past its time limit and was stopped (narrow it: one snapshot, one memory)",
                 )
             }
+            Some(rusqlite::ErrorCode::OutOfMemory) => {
+                return Answer::error(
+                    413,
+                    &format!(
+                        "the statement needed more memory than memstate serve gives its statements ({} in all): narrow it, or run it with `memstate sql`",
+                        crate::units::human_size(super::SQLITE_HEAP_BYTES)
+                    ),
+                )
+            }
+            Some(rusqlite::ErrorCode::AuthorizationForStatementDenied) => {
+                return Answer::error(
+                    403,
+                    "memstate serve runs no statement that would change what later requests see: no PRAGMA that sets something, no BEGIN, COMMIT or SAVEPOINT, no ATTACH (PRAGMA table_info and the like may be read)",
+                )
+            }
+            Some(rusqlite::ErrorCode::TooBig) => {
+                return Answer::error(
+                    413,
+                    &format!(
+                        "the statement made a value larger than memstate serve allows ({}): run it with `memstate sql`",
+                        crate::units::human_size(i64::from(crate::query::SERVED_VALUE_BYTES))
+                    ),
+                )
+            }
+            _ => {}
+        }
+        let status = match error {
+            Error::Usage(_) => 400,
+            Error::NotFound(_) => 404,
             Error::Query { .. } => 400,
             _ => 500,
         };
         Answer::error(status, &error.to_string())
     }
 
-    pub fn into_response(self) -> tiny_http::Response<std::io::Cursor<Vec<u8>>> {
-        // Sent whole with its length, never chunked: every answer is built before it is sent.
-        let mut response = tiny_http::Response::from_data(self.body.into_bytes())
-            .with_status_code(self.status)
-            .with_chunked_threshold(usize::MAX);
+    pub fn into_response(self) -> super::http::Response {
         let mut headers = vec![
             ("Content-Type".to_string(), self.content_type.to_string()),
             ("Cache-Control".to_string(), "no-store".to_string()),
@@ -98,22 +122,28 @@ impl Answer {
             ("X-Frame-Options".to_string(), "SAMEORIGIN".to_string()),
         ];
         headers.extend(self.headers);
-        for (name, value) in headers {
-            if let Ok(header) = tiny_http::Header::from_bytes(name.as_bytes(), value.as_bytes()) {
-                response.add_header(header);
-            }
+        super::http::Response {
+            status: self.status,
+            headers,
+            body: self.body.into_bytes(),
         }
-        response
     }
 }
 
-/// Whether SQLite stopped the statement behind `error` (the worker's time limit; see
-/// `Database::stop_statements_when`), told by the SQLite error the query error keeps.
-fn stopped_at_time_limit(error: &Error) -> bool {
-    std::error::Error::source(error)
-        .and_then(|source| source.downcast_ref::<rusqlite::Error>())
-        .and_then(rusqlite::Error::sqlite_error_code)
-        == Some(rusqlite::ErrorCode::OperationInterrupted)
+/// The SQLite error behind `error`, if one is (a statement stopped at the worker's time limit
+/// is `OperationInterrupted`; see `Database::stop_statements_when`).
+fn sqlite_code(error: &Error) -> Option<rusqlite::ErrorCode> {
+    let mut source = std::error::Error::source(error);
+    while let Some(current) = source {
+        if let Some(code) = current
+            .downcast_ref::<rusqlite::Error>()
+            .and_then(rusqlite::Error::sqlite_error_code)
+        {
+            return Some(code);
+        }
+        source = current.source();
+    }
+    None
 }
 
 /// A request's query parameters, decoded.
@@ -357,9 +387,7 @@ fn canned_query(
         .filter(|(key, _)| key != "token")
         .cloned()
         .collect();
-    let mut table = canned::execute(conn, &query, &given)?;
-    let total = table.rows.len();
-    table.rows.truncate(options.row_limit);
+    let (table, total) = canned::execute_first(conn, &query, &given, keep(options, true))?;
     Ok(Answer::json(format!(
         "{{\"total\":{total},\"row_limit\":{},\"table\":{}}}",
         options.row_limit,
@@ -369,7 +397,7 @@ fn canned_query(
 
 fn sql(conn: &rusqlite::Connection, params: &Params, options: &Options) -> Result<Answer, Error> {
     let statement = params.required("q")?;
-    let (table, more) = explore::first_rows(conn, statement, options.row_limit)?;
+    let (table, more) = explore::first_rows(conn, statement, options.row_limit, ANSWER_BYTES)?;
     Ok(Answer::json(format!(
         "{{\"more\":{more},\"row_limit\":{},\"time_limit_s\":{},\"table\":{}}}",
         options.row_limit,
@@ -412,6 +440,18 @@ fn story_page(conn: &rusqlite::Connection, params: &Params) -> Result<Answer, Er
         select::snapshot_name(conn, snapshot)?
     );
     Ok(Answer::html(parts.render_as(&title, Some(SERVED))))
+}
+
+/// The most the rows of one answer of the SQL box or a canned query may hold: with the JSON
+/// written from them, a worker holds a few times this, and there are four workers.
+pub const ANSWER_BYTES: usize = 16 << 20;
+
+fn keep(options: &Options, count_all: bool) -> crate::query::Keep {
+    crate::query::Keep {
+        rows: options.row_limit,
+        bytes: ANSWER_BYTES,
+        count_all,
+    }
 }
 
 /// The most history spans a served page keeps whole (a few times what a history's pixels

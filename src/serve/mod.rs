@@ -3,17 +3,22 @@
 //! asks for (a memory's address range in at most so many bins, one snapshot's memories a page at
 //! a time), so a run of any size stays explorable.
 //!
-//! Safe by default: it binds the loopback address; a request whose `Host` is not the address
-//! served is refused (a page elsewhere cannot reach it through DNS rebinding); bound elsewhere it
-//! needs a token on every request. The connections are read-only, attach nothing, and every
-//! statement stops at its time limit. Bad parameters get 400, names of nothing 404; a failure of
-//! memstate itself is a 500 that says so in one line, never a backtrace.
+//! Safe by default, and no request stops it or changes what others get: [`http`] bounds what a
+//! client can make it hold (head, body, connections, slow readers); [`guard`] refuses another
+//! Host without a token (DNS rebinding), a missing token, and what pages of another origin ask;
+//! the connections are read-only, refuse every statement that would change what later ones see
+//! (settings, transactions, attachments), and hold each statement to its time limit (a watchdog
+//! interrupts it even inside one long step), its values and answer to fixed sizes, and SQLite's
+//! heap to [`SQLITE_HEAP_BYTES`] for all of them. Bad parameters get 400, names of nothing 404,
+//! a statement past a bound 408 or 413; a failure of memstate itself is a 500 that says so in one
+//! line, never a backtrace.
 //!
 //! [`api`] answers the questions (JSON); the pages are the app ([`APP`]) and the map and story
 //! pages that `viz` renders, the same renderer as `map --html` and `oom --html`.
 
 pub mod api;
 mod guard;
+pub mod http;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -63,31 +68,37 @@ pub struct Running {
     /// Where to open it, token included when one is needed.
     pub url: String,
     pub address: SocketAddr,
-    server: Arc<tiny_http::Server>,
     stop: Arc<AtomicBool>,
-    workers: Vec<std::thread::JoinHandle<()>>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
     /// Serve until [`Running::stop`] is called from another thread (or forever).
     pub fn wait(self) {
-        for worker in self.workers {
-            let _ = worker.join();
+        for thread in self.threads {
+            let _ = thread.join();
         }
     }
 
-    /// What stops the server: the workers finish the requests they hold and return.
+    /// What stops the server: the accepting thread and the workers see it within a fraction of
+    /// a second, finish what they hold and return.
     pub fn stopper(&self) -> impl Fn() + Send + Sync + 'static {
-        let server = Arc::clone(&self.server);
         let stop = Arc::clone(&self.stop);
-        let workers = self.workers.len();
-        move || {
-            stop.store(true, Ordering::SeqCst);
-            // Each call wakes one worker waiting for a request.
-            for _ in 0..workers {
-                server.unblock();
-            }
-        }
+        move || stop.store(true, Ordering::SeqCst)
+    }
+}
+
+/// What SQLite may hold for all the workers together: their page caches, sorts before they
+/// spill to files, the values a statement makes.
+pub const SQLITE_HEAP_BYTES: i64 = 256 << 20;
+
+/// Hold SQLite's heap to [`SQLITE_HEAP_BYTES`]. The limit is one for the process, so this is
+/// for a process that only serves (`memstate serve`): a statement past it fails (a 413 that says
+/// so) and the server goes on.
+pub fn limit_sqlite_heap() {
+    // SAFETY: sets SQLite's process-wide heap limit; it takes effect for later allocations.
+    unsafe {
+        rusqlite::ffi::sqlite3_hard_heap_limit64(SQLITE_HEAP_BYTES);
     }
 }
 
@@ -101,9 +112,12 @@ pub fn new_token() -> Result<String> {
 }
 
 /// Open the workers' connections, bind, and start the workers: a file that is no memstate
-/// database is refused before anything listens.
+/// database, or a weak token, is refused before anything listens.
 pub fn start(db_path: &Path, options: Options) -> Result<Running> {
     let mut options = options;
+    if let Some(why) = options.token.as_deref().and_then(guard::weak_token) {
+        return Err(Error::Usage(why));
+    }
     if !options.bind.is_loopback() && options.token.is_none() {
         options.token = Some(new_token()?);
     }
@@ -111,26 +125,28 @@ pub fn start(db_path: &Path, options: Options) -> Result<Running> {
         .map(|_| open(db_path))
         .collect::<Result<Vec<_>>>()?;
     let address = SocketAddr::new(options.bind, options.port);
-    let server = tiny_http::Server::http(address)
+    let listener = http::Listener::bind(address)
         .map_err(|error| Error::Usage(format!("cannot listen on {address}: {error}")))?;
-    let address = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| Error::Usage("the server has no IP address".to_string()))?;
-    let server = Arc::new(server);
+    let address = listener.address;
     let stop = Arc::new(AtomicBool::new(false));
     let guard = Arc::new(Guard::new(address, options.token.clone()));
-    let mut workers = Vec::new();
-    for database in connections {
-        let server = Arc::clone(&server);
+    let (accepting, jobs) = listener.start(http::Limits::default(), Arc::clone(&stop));
+    let mut threads = vec![accepting];
+    let deadlines: Vec<Deadline> = connections.iter().map(|c| c.deadline.clone()).collect();
+    for connection in connections {
+        let jobs = jobs.clone();
         let stop = Arc::clone(&stop);
         let guard = Arc::clone(&guard);
         let options = options.clone();
-        workers.push(std::thread::spawn(move || {
-            work(&server, &stop, &guard, database, &options)
+        threads.push(std::thread::spawn(move || {
+            work(&jobs, &stop, &guard, connection, &options)
         }));
     }
+    let watching = Arc::clone(&stop);
+    threads.push(std::thread::spawn(move || watch(&deadlines, &watching)));
     let host = match address.ip() {
+        // Bound to every address: the machine's name, which another machine can open.
+        ip if ip.is_unspecified() => machine_name().unwrap_or_else(|| ip.to_string()),
         IpAddr::V6(ip) => format!("[{ip}]"),
         IpAddr::V4(ip) => ip.to_string(),
     };
@@ -141,31 +157,61 @@ pub fn start(db_path: &Path, options: Options) -> Result<Running> {
     Ok(Running {
         url,
         address,
-        server,
         stop,
-        workers,
+        threads,
     })
 }
 
-/// A worker's connection: read-only, nothing attached, each statement held to the time limit.
+/// This machine's host name, when it has one.
+fn machine_name() -> Option<String> {
+    let mut name = [0u8; 256];
+    // SAFETY: gethostname writes at most `name.len()` bytes into the buffer it is given.
+    let done = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) };
+    if done != 0 {
+        return None;
+    }
+    let end = name.iter().position(|byte| *byte == 0)?;
+    let name = std::str::from_utf8(&name[..end]).ok()?.trim();
+    (!name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b)))
+    .then(|| name.to_ascii_lowercase())
+}
+
+/// When a worker's running request must stop, and what stops it.
+#[derive(Clone)]
+struct Deadline {
+    at: Arc<std::sync::Mutex<Option<Instant>>>,
+    interrupter: Arc<db::Interrupter>,
+}
+
+/// A worker's connection: read-only, nothing attached, no statement that changes what later
+/// statements see (settings, transactions), each request's statements held to the time limit.
 pub struct Connection {
     pub database: Database,
-    deadline: Arc<std::sync::Mutex<Option<Instant>>>,
+    deadline: Deadline,
 }
 
 impl Connection {
     /// Start the clock for one request's statements.
     fn arm(&self, limit: Duration) {
-        if let Ok(mut deadline) = self.deadline.lock() {
+        if let Ok(mut deadline) = self.deadline.at.lock() {
             *deadline = Some(Instant::now() + limit);
+        }
+    }
+
+    fn disarm(&self) {
+        if let Ok(mut deadline) = self.deadline.at.lock() {
+            *deadline = None;
         }
     }
 }
 
 fn open(db_path: &Path) -> Result<Connection> {
     let mut database = db::open_read_only(db_path)?;
-    let deadline: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
-    let watched = Arc::clone(&deadline);
+    let at: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let watched = Arc::clone(&at);
     // Past the deadline, the statement fails as interrupted and the worker is free again.
     database.stop_statements_when(move || {
         watched
@@ -176,36 +222,50 @@ fn open(db_path: &Path) -> Result<Connection> {
     let conn = database.connection();
     conn.pragma_update(None, "query_only", true)
         .map_err(|error| Error::database(database.display(), error))?;
-    crate::query::limit_statement_size(conn)?;
-    Ok(Connection { database, deadline })
+    crate::query::limit_served_statements(conn)?;
+    database.refuse_state_changes()?;
+    let interrupter = Arc::new(database.interrupter());
+    Ok(Connection {
+        database,
+        deadline: Deadline { at, interrupter },
+    })
+}
+
+/// Interrupt a statement past its deadline even inside one long step of SQLite's machine (a
+/// sort, a large value), where the progress handler is not asked.
+fn watch(deadlines: &[Deadline], stop: &AtomicBool) {
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(50));
+        for deadline in deadlines {
+            if let Ok(at) = deadline.at.lock() {
+                if at.is_some_and(|at| Instant::now() > at) {
+                    deadline.interrupter.interrupt();
+                }
+            }
+        }
+    }
 }
 
 fn work(
-    server: &tiny_http::Server,
+    jobs: &http::Jobs,
     stop: &AtomicBool,
     guard: &Guard,
     connection: Connection,
     options: &Options,
 ) {
-    while !stop.load(Ordering::SeqCst) {
-        let request = match server.recv() {
-            Ok(request) => request,
-            Err(_) => break,
-        };
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
+    while let Some(job) = jobs.next(stop, Duration::from_millis(200)) {
         connection.arm(options.time_limit);
         let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            answer(&request, guard, &connection, options)
+            answer(&job.request, guard, &connection, options)
         }))
         .unwrap_or_else(|_| api::Answer::failed("memstate failed on this request (a bug)"));
-        let _ = request.respond(answer.into_response());
+        connection.disarm();
+        let _ = job.answer.send(answer.into_response());
     }
 }
 
 fn answer(
-    request: &tiny_http::Request,
+    request: &http::Request,
     guard: &Guard,
     connection: &Connection,
     options: &Options,
@@ -213,13 +273,10 @@ fn answer(
     if let Err(refusal) = guard.check(request) {
         return refusal;
     }
-    if request.method() != &tiny_http::Method::Get {
+    if request.method != "GET" {
         return api::Answer::error(405, "only GET is served: memstate serve changes nothing");
     }
-    let (path, query) = match request.url().split_once('?') {
-        Some((path, query)) => (path, query),
-        None => (request.url(), ""),
-    };
+    let (path, query) = request.path_and_query();
     let params = api::Params::parse(query);
     let mut answer = api::route(path, &params, connection, options);
     if let Some(cookie) = guard.cookie_for(&params) {

@@ -33,6 +33,7 @@ mod recorder;
 mod schema;
 mod selectors;
 mod serve;
+mod serve_attacks;
 mod serve_browser;
 mod shards;
 mod sim;
