@@ -46,13 +46,9 @@ fn ten_steps_every_two_give_five_snapshots_and_the_oom_one_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("exp1");
     train(&runs);
-    let mut files: Vec<String> = std::fs::read_dir(runs.join("rank-3"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    files.sort();
+    // The visible files (the hidden lock the Recorder holds is not memstate's to read).
     assert_eq!(
-        files,
+        visible_files(&runs.join("rank-3")),
         [
             "step-000000002.pickle",
             "step-000000004.pickle",
@@ -208,4 +204,189 @@ fn a_follower_reads_the_recorders_snapshots_as_they_come() {
         .map(Result::unwrap)
         .collect();
     assert_eq!(seqs, [2, 4, 6, 8, 10, 11]);
+}
+
+/// `python3 -c SCRIPT ARGS` with the stand-in torch (torch.distributed not initialized: a
+/// process before `init_process_group`) and memstate's package on its path, and no rank in the
+/// environment.
+fn python_before_init(script: &str, args: &[&Path]) -> Command {
+    let path =
+        std::env::join_paths([root().join("tests/python/standin"), root().join("python")]).unwrap();
+    let mut command = Command::new("python3");
+    command
+        .args(["-c", script])
+        .args(args)
+        .env("PYTHONPATH", &path)
+        .env("STANDIN_DISTRIBUTED", "off");
+    for name in [
+        "RANK",
+        "SLURM_PROCID",
+        "OMPI_COMM_WORLD_RANK",
+        "PMI_RANK",
+        "PMIX_RANK",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
+/// The files a folder holds that memstate would read (not the hidden ones), sorted.
+fn visible_files(folder: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .map(|entries| {
+            entries
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| !name.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Issue 59, item 13: two processes of one job recording into one folder before
+/// torch.distributed is initialized (both rank 0) keep all their snapshots: the second is told
+/// at once and records apart, and every snapshot imports.
+#[test]
+fn two_processes_of_rank_zero_keep_both_their_snapshots() {
+    if !python() {
+        return;
+    }
+    // Each makes its Recorder, says it is ready, waits for the other, then records 4 steps.
+    let script = r#"
+import os, sys, time, torch
+from memstate.torch import Recorder
+folder, me, other = sys.argv[1], sys.argv[2], sys.argv[3]
+rec = Recorder(folder, every=1)
+open(me, "w").close()
+deadline = time.time() + 30
+while not os.path.exists(other) and time.time() < deadline:
+    time.sleep(0.01)
+for step in range(1, 5):
+    torch.advance(step)
+    rec.step()
+rec.close()
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("exp2");
+    let (a, b) = (dir.path().join("a.ready"), dir.path().join("b.ready"));
+    let first = python_before_init(script, &[&runs, &a, &b])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let second = python_before_init(script, &[&runs, &b, &a])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let outputs = [
+        first.wait_with_output().unwrap(),
+        second.wait_with_output().unwrap(),
+    ];
+    let mut warned = 0;
+    for output in &outputs {
+        assert!(output.status.success(), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("another Recorder is recording run 'exp2' rank 0") {
+            warned += 1;
+        }
+    }
+    assert_eq!(warned, 1, "exactly the second is told");
+    // Rank 0's folder, and the second's beside it: 4 snapshots each.
+    let mut folders = visible_files(&runs);
+    assert_eq!(folders.len(), 2, "{folders:?}");
+    folders.sort();
+    assert_eq!(folders[0], "rank-0");
+    assert!(folders[1].starts_with("rank-0-p"), "{folders:?}");
+    for folder in &folders {
+        assert_eq!(
+            visible_files(&runs.join(folder)),
+            [
+                "step-000000001.pickle",
+                "step-000000002.pickle",
+                "step-000000003.pickle",
+                "step-000000004.pickle"
+            ],
+            "{folder}"
+        );
+    }
+    let db = dir.path().join("two.db");
+    import(&db, &[&runs], 0);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let per_run: Vec<(String, i64)> = conn
+        .prepare("SELECT run, count(*) FROM snapshots GROUP BY run ORDER BY run")
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(per_run.len(), 2, "{per_run:?}");
+    assert_eq!(per_run[0], ("exp2".to_string(), 4));
+    assert!(per_run[1].0.starts_with("exp2-p"), "{per_run:?}");
+    assert_eq!(per_run[1].1, 4);
+}
+
+/// Issue 59, item 13 too: a launcher's rank in the environment (torchrun's RANK) tells two
+/// processes apart before torch.distributed is initialized.
+#[test]
+fn a_launchers_rank_names_the_folder_before_torch_distributed_is_initialized() {
+    if !python() {
+        return;
+    }
+    let script = r#"
+import sys, torch
+from memstate.torch import Recorder
+rec = Recorder(sys.argv[1], every=1)
+torch.advance(1)
+rec.step()
+rec.close()
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("exp3");
+    for rank in ["0", "1"] {
+        succeeds(python_before_init(script, &[&runs]).env("RANK", rank));
+    }
+    assert_eq!(visible_files(&runs), ["rank-0", "rank-1"]);
+}
+
+/// Issue 59, item 14: a Recorder that cannot write (here each write past 100 bytes fails, as on
+/// a full disk: RLIMIT_FSIZE with SIGXFSZ ignored gives EFBIG) does not stop the job: it says so
+/// once, leaves no partial file, and the loop runs to its end.
+#[test]
+fn a_recorder_that_cannot_write_says_so_once_and_the_job_goes_on() {
+    if !python() {
+        return;
+    }
+    let script = r#"
+import resource, signal, sys, torch
+from memstate.torch import Recorder
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+rec = Recorder(sys.argv[1], every=1)
+resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+for step in range(1, 6):
+    torch.advance(step)
+    rec.step()
+torch.advance(6)
+torch.fail(7 * torch.MIB)
+rec.close()
+print("trained to the end")
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("exp4");
+    let output = succeeds(&mut python_before_init(script, &[&runs]));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("trained to the end"),
+        "{output:?}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.matches("memstate Recorder: cannot write").count(),
+        1,
+        "{stderr}"
+    );
+    // Nothing half-written: no pickle, no hidden temporary (the lock file alone).
+    let left: Vec<String> = std::fs::read_dir(runs.join("rank-0"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, [".memstate-recorder.lock"], "{left:?}");
 }
