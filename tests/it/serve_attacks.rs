@@ -453,13 +453,22 @@ fn an_empty_or_guessable_token_is_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let db = run_db(dir.path());
     for token in ["", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaa"] {
-        let output = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("memstate"))
             .env_remove("MEMSTATE_DB")
             .arg("--db")
             .arg(&db)
             .args(["serve", "--port", "0", "--token", token])
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
+        // A server that took the token listens until stopped: ended here after 10 s.
+        let started = Instant::now();
+        while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let output = child.wait_with_output().unwrap();
         assert_eq!(output.status.code(), Some(2), "--token {token:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("--token"), "{stderr}");
