@@ -20,7 +20,7 @@ pub(crate) fn binary() -> PathBuf {
 /// The exit status, peak resident memory (MiB) and standard error of a child run to its end. The
 /// peak is the child's own VmHWM, read while it runs (wait4's ru_maxrss would count the memory of
 /// this test process, which the child is spawned from, before its exec).
-fn peak_mib(command: &mut Command) -> (i32, f64, String) {
+pub(crate) fn peak_mib(command: &mut Command) -> (i32, f64, String) {
     let mut child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

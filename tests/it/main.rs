@@ -27,6 +27,7 @@ mod parquet_runner;
 mod pickle_bounds;
 mod pickles;
 mod prof;
+mod prof_bounds;
 mod queries;
 mod reader;
 mod recorder;

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use crate::common::{import, on_db};
 
-const KIB: u64 = 1024;
-const SYSTEM_MEM: u64 = 0x1e00_0000_0000_0000;
+pub(crate) const KIB: u64 = 1024;
+pub(crate) const SYSTEM_MEM: u64 = 0x1e00_0000_0000_0000;
 
 /// Record formats as the Legate 26.06 profile's header declares them (its MachineDesc has no
 /// `version`; ProcDesc a uuid; PhysicalInstanceUsage a `redop` written only after mode 4).
-const FORMATS: &[&str] = &[
+pub(crate) const FORMATS: &[&str] = &[
     "ProcDesc {id:6, proc_id:ProcID:8, kind:ProcKind:4, uuid_size:uuid_size:4, cuda_device_uuid:uuid:1}",
     "MemDesc {id:7, mem_id:MemID:8, kind:MemKind:4, capacity:unsigned long long:8}",
     "MaxDimDesc {id:8, max_dim:maxdim:4}",
@@ -23,12 +23,12 @@ const FORMATS: &[&str] = &[
 ];
 
 /// A profile written byte by byte: the header, then records by hand.
-struct Profile {
-    bytes: Vec<u8>,
+pub(crate) struct Profile {
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Profile {
-    fn new(formats: &[&str]) -> Profile {
+    pub(crate) fn new(formats: &[&str]) -> Profile {
         let mut text = String::from(
             "FileType: BinaryLegionProf v: 1011\nlegion-25.12.0-75-g7b770cff5-dirty\n",
         );
@@ -42,32 +42,32 @@ impl Profile {
         }
     }
 
-    fn id(&mut self, id: u32) -> &mut Self {
+    pub(crate) fn id(&mut self, id: u32) -> &mut Self {
         self.bytes.extend_from_slice(&id.to_le_bytes());
         self
     }
-    fn u32(&mut self, value: u32) -> &mut Self {
+    pub(crate) fn u32(&mut self, value: u32) -> &mut Self {
         self.bytes.extend_from_slice(&value.to_le_bytes());
         self
     }
-    fn u64(&mut self, value: u64) -> &mut Self {
+    pub(crate) fn u64(&mut self, value: u64) -> &mut Self {
         self.bytes.extend_from_slice(&value.to_le_bytes());
         self
     }
-    fn text(&mut self, value: &str) -> &mut Self {
+    pub(crate) fn text(&mut self, value: &str) -> &mut Self {
         self.bytes.extend_from_slice(value.as_bytes());
         self.bytes.push(0);
         self
     }
 
-    fn machine(&mut self, node: u32) -> &mut Self {
+    pub(crate) fn machine(&mut self, node: u32) -> &mut Self {
         self.id(10).u32(node).u32(2).text("host").u64(7).u32(1234)
     }
-    fn memory(&mut self, id: u64, kind: u32, capacity: u64) -> &mut Self {
+    pub(crate) fn memory(&mut self, id: u64, kind: u32, capacity: u64) -> &mut Self {
         self.id(7).u64(id).u32(kind).u64(capacity)
     }
     /// An instance of `size` KiB asked for at `create`, placed at `ready`, destroyed at `destroy`.
-    fn instance(
+    pub(crate) fn instance(
         &mut self,
         uid: u64,
         size: u64,
@@ -88,7 +88,7 @@ impl Profile {
     }
     /// Records memstate reads past: a processor with a 16-byte uuid, a rectangle of max_dim 2,
     /// and two usages, one read-write (no redop written) and one reduction (redop written).
-    fn others(&mut self) -> &mut Self {
+    pub(crate) fn others(&mut self) -> &mut Self {
         self.id(6).u64(0x1d00_0000_0000_0001).u32(1).u32(16);
         self.bytes.extend_from_slice(&[0xab; 16]);
         self.id(8).u32(2);
@@ -98,12 +98,12 @@ impl Profile {
     }
 
     /// A PhysicalInstanceUsage with privilege `mode` (its `redop`, if any, written after).
-    fn usage(&mut self, mode: u32) -> &mut Self {
+    pub(crate) fn usage(&mut self, mode: u32) -> &mut Self {
         self.id(46).u64(1).u64(2).u64(3).u64(4).u64(5).u64(6);
         self.u32(10001).u32(0).u32(mode)
     }
 
-    fn write(&self, path: &Path) -> PathBuf {
+    pub(crate) fn write(&self, path: &Path) -> PathBuf {
         std::fs::write(path, &self.bytes).unwrap();
         path.to_path_buf()
     }
@@ -121,7 +121,7 @@ fn import_with(db: &Path, options: &[&str], path: &Path) {
     assert_eq!(output.status.code(), Some(0), "{said}");
 }
 
-fn rows(db: &Path, sql: &str) -> Vec<String> {
+pub(crate) fn rows(db: &Path, sql: &str) -> Vec<String> {
     let conn = rusqlite::Connection::open(db).unwrap();
     let mut statement = conn.prepare(sql).unwrap();
     let columns = statement.column_count();

@@ -456,7 +456,7 @@ fn whole(
     limits: Limits,
     options: &Options,
 ) -> impl Iterator<Item = Result<Record>> + Send {
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Record>>(1);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Result<Record>>(0);
     let display = input.display.clone();
     let options = options.clone();
     let spawned = std::thread::Builder::new()

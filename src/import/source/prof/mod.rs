@@ -12,14 +12,23 @@
 //! address, so placement is unknown (format v1's `unknown`): used bytes, trends, churn and
 //! lifetimes answer; holes and fragmentation stay unknown. When the live sets change at most
 //! [`SNAPSHOTS`] times, a snapshot follows each change; past that, [`SNAPSHOTS`] snapshots at a
-//! regular step over the run (or every `--prof-step`), and always one at each memory's peak and
-//! one at the last change. Timestamps are nanoseconds since Realm's zero time, the clock of the
-//! Realm log's prefix, so a run's profile and its log line up in time.
+//! regular step over the run (or every `--prof-step`), one at each memory's peak and one at the
+//! last change. Timestamps are nanoseconds since Realm's zero time, the clock of the Realm log's
+//! prefix, so a run's profile and its log line up in time.
+//!
+//! Bounded by the input, as every source is: the decompressed bytes by `--max-dump-size`, the
+//! header to 1 MiB, the instances held to 3 times the bytes read (and 48 MiB), the snapshots'
+//! rows to half a row per byte ([`ROW_BUDGET_FLOOR`] at least: a profile of many memories gets
+//! fewer snapshots, the fullest memories' peaks kept, and says how many fall between), and a
+//! profile whose live instances would pass 4 times its size and 64 MiB on their way through the
+//! import is refused by name (`--max-row-ratio 0` lifts both). An instance recorded again while
+//! the first lives (the same `inst_uid`) is kept apart under a uid of its own and named by its
+//! record's byte offset.
 
 mod header;
 mod records;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 
 use super::{id_text, Found, Kind, Options, Source};
@@ -102,12 +111,29 @@ impl Source for LegionProf {
         options: &Options,
         emit: &mut dyn FnMut(Found) -> Result<()>,
     ) -> Result<()> {
-        let profile = read(reader).map_err(|why| bad(display, why))?;
+        let profile = read(reader, limits.max_dump_size).map_err(|why| bad(display, why))?;
         let rows = match limits.max_row_ratio {
             0 => u64::MAX,
             ratio => profile.bytes.saturating_mul(ratio).max(input::ROW_FLOOR),
         };
-        let plan = plan(&profile, options.prof_step_ns).map_err(|why| bad(display, why))?;
+        let budget = match limits.max_row_ratio {
+            0 => u64::MAX,
+            _ => (profile.bytes / 2).max(ROW_BUDGET_FLOOR),
+        };
+        let plan = plan(&profile, options.prof_step_ns, budget).map_err(|why| bad(display, why))?;
+        // A snapshot goes through the import as text, parsed, and written (up to three at once,
+        // each holding every live instance): with what reading held, past the bound every source
+        // keeps it is refused, not imported at whatever it costs.
+        let held = (profile.instances.len() as u64)
+            .saturating_mul(HELD_PER_INSTANCE)
+            .saturating_add(plan.most_live.saturating_mul(IN_FLIGHT_PER_LIVE));
+        let bound = profile.bytes.saturating_mul(4).saturating_add(64 << 20);
+        if limits.max_row_ratio != 0 && held > bound {
+            return Err(bad(
+                display,
+                format!("{} of its instances are live at once: importing its snapshots would hold about {} MiB, more than 4 times its {} bytes and 64 MiB; refused (--max-row-ratio 0 lifts the limit)", plan.most_live, held >> 20, profile.bytes),
+            ));
+        }
         let planned = plan.rows(&profile);
         if planned > rows {
             return Err(bad(
@@ -119,39 +145,97 @@ impl Source for LegionProf {
     }
 }
 
+/// What the snapshots of a profile may hold together, in rows (a snapshot 64, each memory and
+/// live instance in it one), when memstate chooses them: half a row per byte of profile, and at
+/// least this many. Real profiles hold far fewer rows than bytes (the tasks, copies and events
+/// that make most of a profile become none); a profile of many memories gets fewer snapshots,
+/// so that its rows, time and database grow with its size, not with its memories squared.
+pub const ROW_BUDGET_FLOOR: u64 = 50_000;
+
+/// What reading and planning take per instance record, in bytes: the record as held (64), its
+/// two places in the time-ordered lists (32), and its share of the live sets.
+const HELD_PER_INSTANCE: u64 = 160;
+
+/// What one live instance of a snapshot costs while the snapshot goes through the import: its
+/// text, its parsed form and its place in the writer, for the up to three snapshots in flight
+/// (measured: a 26 MB profile with 170,000 instances live at once peaked at 200 MiB, 54 of them
+/// its instances as read).
+const IN_FLIGHT_PER_LIVE: u64 = 800;
+
+/// Reading a profile holds at most this many times the bytes read, and [`HELD_FLOOR`] more, for
+/// its instances: with the rest of an import, a profile stays within 4 times its decompressed
+/// size and 64 MiB.
+const HELD_PER_BYTE: u64 = 3;
+const HELD_FLOOR: u64 = 48 << 20;
+
 /// What a profile holds that memstate uses.
 #[derive(Debug, Default)]
 pub struct Profile {
     pub node: Option<u64>,
     /// By memory id: (kind, capacity).
     pub memories: BTreeMap<u64, (u64, u64)>,
+    /// The instances of memories described with a capacity, in record order.
     pub instances: Vec<Instance>,
+    /// Instances of a memory the profile does not describe (or of capacity 0), left out.
+    pub unplaced: u64,
     /// Records read, and the (decompressed) bytes.
     pub records: u64,
     pub bytes: u64,
     pub producer: Option<String>,
 }
 
-/// Read a whole profile, one record at a time.
-pub fn read(reader: &mut dyn BufRead) -> std::result::Result<Profile, String> {
+/// Read a whole profile, one record at a time, refusing one larger than `max_bytes` once
+/// decompressed, or whose instances would take more memory than its size allows.
+pub fn read(reader: &mut dyn BufRead, max_bytes: u64) -> std::result::Result<Profile, String> {
     let header = header::read(reader)?;
     let mut records = Records::new(&header)?;
     let mut profile = Profile {
         producer: header.producer.clone(),
         ..Profile::default()
     };
-    while let Some(record) = records.next(reader)? {
+    loop {
+        let start = records.offset;
+        if start > max_bytes {
+            return Err(format!(
+                "larger than {max_bytes} bytes once decompressed, the limit for one input; refused (raise it with --max-dump-size)"
+            ));
+        }
+        let Some(record) = records.next(reader)? else {
+            break;
+        };
         profile.records += 1;
         match record {
             Record::Machine { node } => profile.node = Some(node),
             Record::Memory { id, kind, capacity } => {
                 profile.memories.insert(id, (kind, capacity));
             }
-            Record::Instance(instance) => profile.instances.push(instance),
+            Record::Instance(instance) => {
+                let held = (profile.instances.len() as u64 + 1).saturating_mul(HELD_PER_INSTANCE);
+                if held > records.offset.saturating_mul(HELD_PER_BYTE) + HELD_FLOOR {
+                    return Err(format!(
+                        "byte offset {start}: {} instance records in its first {} bytes ({} bytes each on average; Legion writes 60 or more): holding them would take more than {HELD_PER_BYTE} times the profile's size and {} MiB; refused",
+                        profile.instances.len() + 1,
+                        records.offset,
+                        records.offset / (profile.instances.len() as u64 + 1),
+                        HELD_FLOOR >> 20
+                    ));
+                }
+                profile.instances.push(instance);
+            }
             Record::MaxDim(_) | Record::Other => {}
         }
     }
     profile.bytes = records.offset;
+    // Only the instances of a memory with a capacity are drawn (MemDesc may come after them).
+    let before = profile.instances.len();
+    let memories = &profile.memories;
+    profile.instances.retain(|instance| {
+        memories
+            .get(&instance.memory)
+            .is_some_and(|&(_, capacity)| capacity > 0)
+    });
+    profile.instances.shrink_to_fit();
+    profile.unplaced = (before - profile.instances.len()) as u64;
     Ok(profile)
 }
 
@@ -166,6 +250,13 @@ pub struct Plan {
     pub unplaced: u64,
     /// Instances whose destroy time is before their ready time: live to the end.
     pub open: u64,
+    /// Memories whose peak falls between snapshots (past the row budget).
+    pub peaks_between: u64,
+    /// The most instances live at once.
+    pub most_live: u64,
+    /// Instance records that repeat the id of another live at the same time, by record
+    /// offset, with the uid that keeps each apart ([`REPEAT_UIDS`] and the record's offset).
+    pub repeats: HashMap<u64, u64>,
 }
 
 /// When an instance holds its bytes: from `ready` (Realm has placed it) to `destroy`, destroy
@@ -174,7 +265,7 @@ pub struct Plan {
 /// `create` the committed Legate fixture under pressure holds 36.7 MB in its 33.5 MB memory, with
 /// `ready` exactly 33.5 MB at its fullest.
 fn life(instance: &Instance) -> (u64, u64) {
-    let start = instance.ready.max(instance.create);
+    let start = instance.ready;
     if instance.destroy < start {
         (start, u64::MAX)
     } else {
@@ -182,77 +273,170 @@ fn life(instance: &Instance) -> (u64, u64) {
     }
 }
 
-/// The instances that are drawn: those of a memory with a capacity.
-fn drawn<'p>(profile: &'p Profile) -> impl Iterator<Item = &'p Instance> + 'p {
-    profile.instances.iter().filter(|instance| {
-        profile
-            .memories
-            .get(&instance.memory)
-            .is_some_and(|&(_, capacity)| capacity > 0)
-    })
+/// Moments of instances' lives by time: (time, index into the profile's instances).
+type Moments = Vec<(u64, u32)>;
+
+/// The instances' starts and ends, by time.
+fn timeline(profile: &Profile) -> (Moments, Moments) {
+    let mut starts = Vec::with_capacity(profile.instances.len());
+    let mut ends = Vec::with_capacity(profile.instances.len());
+    for (index, instance) in profile.instances.iter().enumerate() {
+        let index = u32::try_from(index).unwrap_or(u32::MAX);
+        let (start, end) = life(instance);
+        starts.push((start, index));
+        if end != u64::MAX {
+            ends.push((end, index));
+        }
+    }
+    starts.sort_unstable();
+    ends.sort_unstable();
+    (starts, ends)
 }
 
-/// Choose the snapshot times (see the module's comment).
-pub fn plan(profile: &Profile, step: Option<u64>) -> std::result::Result<Plan, String> {
-    if !profile.memories.values().any(|&(_, capacity)| capacity > 0) {
+/// The uids of repeated instance records (see [`repeats`]): these high bits and the record's
+/// byte offset (an `inst_uid` is a count from 1, Realm's instance ids start 0x4000...).
+pub const REPEAT_UIDS: u64 = 0xfe00_0000_0000_0000;
+
+/// Instance records whose key is that of another instance live at the same time (a profile
+/// that repeats a record, or an id reused while the first lives): each after the first is
+/// given its own uid, [`REPEAT_UIDS`] and its record's byte offset, so that all are kept apart.
+fn repeats(profile: &Profile) -> HashMap<u64, u64> {
+    let mut order: Vec<(u64, u64, u64, u64)> = profile
+        .instances
+        .iter()
+        .map(|instance| {
+            let (start, end) = life(instance);
+            (instance.key, start, end, instance.offset)
+        })
+        .collect();
+    order.sort_unstable();
+    let mut repeats = HashMap::new();
+    let mut at = 0;
+    while at < order.len() {
+        let key = order[at].0;
+        let mut until = order[at].2;
+        at += 1;
+        while at < order.len() && order[at].0 == key {
+            let (_, start, end, offset) = order[at];
+            if start < until {
+                repeats.insert(offset, REPEAT_UIDS | (offset & !REPEAT_UIDS));
+            }
+            until = until.max(end);
+            at += 1;
+        }
+    }
+    repeats
+}
+
+/// Choose the snapshot times (see the module's comment): their rows held to `budget` unless
+/// `step` is given.
+pub fn plan(
+    profile: &Profile,
+    step: Option<u64>,
+    budget: u64,
+) -> std::result::Result<Plan, String> {
+    let capacities: BTreeMap<u64, u64> = profile
+        .memories
+        .iter()
+        .filter(|(_, &(_, capacity))| capacity > 0)
+        .map(|(&memory, &(_, capacity))| (memory, capacity))
+        .collect();
+    if capacities.is_empty() {
         return Err(
             "it describes no memory with a capacity (no MemDesc record): nothing to tell"
                 .to_string(),
         );
     }
-    let drawn: Vec<&Instance> = drawn(profile).collect();
-    let unplaced = (profile.instances.len() - drawn.len()) as u64;
-    let open = drawn
-        .iter()
-        .filter(|instance| life(instance).1 == u64::MAX)
-        .count() as u64;
-    // Every change: +size at create, -size at destroy, by time.
-    let mut events: Vec<(u64, u64, i128)> = Vec::with_capacity(drawn.len() * 2);
-    for instance in &drawn {
-        let (create, destroy) = life(instance);
-        events.push((create, instance.memory, i128::from(instance.size)));
-        if destroy != u64::MAX {
-            events.push((destroy, instance.memory, -i128::from(instance.size)));
-        }
-    }
-    events.sort_unstable();
-    let changes: BTreeSet<u64> = events.iter().map(|event| event.0).collect();
-    let (Some(&first), Some(&last)) = (changes.first(), changes.last()) else {
+    let unplaced = profile.unplaced;
+    let repeats = repeats(profile);
+    let (starts, ends) = timeline(profile);
+    let open = (starts.len() - ends.len()) as u64;
+    let (Some(&(first_start, _)), Some(&(last_start, _))) = (starts.first(), starts.last()) else {
         // No instance: one snapshot of the memories, empty.
         return Ok(Plan {
             times: vec![(0, Vec::new())],
             step: None,
             unplaced,
             open,
+            peaks_between: 0,
+            most_live: 0,
+            repeats,
         });
     };
-    // Each memory's peak: the first time its live bytes are at their most.
-    let mut held: BTreeMap<u64, i128> = BTreeMap::new();
+    // An instance ends after it starts, so the first change is a start.
+    let first = first_start;
+    let last = last_start.max(ends.last().map_or(0, |end| end.0));
+    // Walk the changes in time order: how many there are, how many instances are live at most,
+    // and each memory's peak (the first time its live bytes are at their most).
+    let mut held: HashMap<u64, i128> = HashMap::new();
     let mut peaks: BTreeMap<u64, (i128, u64)> = BTreeMap::new();
-    let mut at = 0;
-    while at < events.len() {
-        let time = events[at].0;
-        let end = at + events[at..].partition_point(|event| event.0 == time);
-        for &(_, memory, bytes) in &events[at..end] {
-            *held.entry(memory).or_insert(0) += bytes;
+    let (mut changes, mut live, mut most_live) = (0u64, 0u64, 0u64);
+    let (mut s, mut e) = (0, 0);
+    let mut changed: Vec<u64> = Vec::new();
+    let mut sample: Vec<u64> = Vec::new();
+    while s < starts.len() || e < ends.len() {
+        let time = match (starts.get(s), ends.get(e)) {
+            (Some(start), Some(end)) => start.0.min(end.0),
+            (Some(start), None) => start.0,
+            (None, Some(end)) => end.0,
+            (None, None) => break,
+        };
+        changed.clear();
+        while let Some(&(_, index)) = starts.get(s).filter(|start| start.0 == time) {
+            let instance = &profile.instances[index as usize];
+            *held.entry(instance.memory).or_insert(0) += i128::from(instance.size);
+            changed.push(instance.memory);
+            live += 1;
+            s += 1;
         }
-        for &(_, memory, _) in &events[at..end] {
-            let now = held.get(&memory).copied().unwrap_or(0);
-            let peak = peaks.entry(memory).or_insert((0, time));
+        while let Some(&(_, index)) = ends.get(e).filter(|end| end.0 == time) {
+            let instance = &profile.instances[index as usize];
+            *held.entry(instance.memory).or_insert(0) -= i128::from(instance.size);
+            changed.push(instance.memory);
+            live = live.saturating_sub(1);
+            e += 1;
+        }
+        most_live = most_live.max(live);
+        changes += 1;
+        if changes <= SNAPSHOTS {
+            sample.push(time);
+        }
+        for memory in &changed {
+            let now = held.get(memory).copied().unwrap_or(0);
+            let peak = peaks.entry(*memory).or_insert((0, time));
             if now > peak.0 {
                 *peak = (now, time);
             }
         }
-        at = end;
     }
-    let (mut times, step): (BTreeMap<u64, Vec<u64>>, Option<u64>) = match step {
-        None if changes.len() as u64 <= SNAPSHOTS => (
-            changes.iter().map(|&time| (time, Vec::new())).collect(),
+    // Snapshots the budget allows, each counted at its fullest.
+    let per_snapshot = input::SNAPSHOT_ROWS + capacities.len() as u64 + most_live;
+    let allowed = (budget / per_snapshot.max(1)).max(2);
+    let peaks: Vec<(u64, u64, i128)> = peaks
+        .into_iter()
+        .filter(|(_, (bytes, _))| *bytes > 0)
+        .map(|(memory, (bytes, time))| (memory, time, bytes))
+        .collect();
+    let (mut times, step, kept_peaks): (BTreeMap<u64, Vec<u64>>, Option<u64>, usize) = match step {
+        None if changes <= SNAPSHOTS.min(allowed) => (
+            sample.iter().map(|&time| (time, Vec::new())).collect(),
             None,
+            peaks.len(),
         ),
         chosen => {
+            // With a step of the user's, every peak; else at most half the snapshots allowed
+            // go to peaks, the fullest memories' first.
+            let kept_peaks = match chosen {
+                Some(_) => peaks.len(),
+                None => peaks
+                    .len()
+                    .min(usize::try_from(allowed / 2).unwrap_or(usize::MAX)),
+            };
+            let regular = allowed
+                .saturating_sub(kept_peaks as u64)
+                .clamp(1, SNAPSHOTS);
             let step = chosen
-                .unwrap_or_else(|| (last - first).div_ceil(SNAPSHOTS))
+                .unwrap_or_else(|| (last - first).div_ceil(regular))
                 .max(1);
             let count = (last - first) / step + 1;
             if count > MAX_STEPPED {
@@ -264,24 +448,40 @@ pub fn plan(profile: &Profile, step: Option<u64>) -> std::result::Result<Plan, S
             let mut times: BTreeMap<u64, Vec<u64>> =
                 (0..count).map(|k| (first + k * step, Vec::new())).collect();
             times.insert(last, Vec::new());
-            (times, Some(step))
+            (times, Some(step), kept_peaks)
         }
     };
-    for (memory, (bytes, time)) in peaks {
-        if bytes > 0 {
-            times.entry(time).or_default().push(memory);
-        }
+    // The fullest memories' peaks first (by the share of their capacity they reach).
+    let mut by_fullness = peaks;
+    by_fullness.sort_by(|a, b| {
+        let share = |&(memory, _, bytes): &(u64, u64, i128)| {
+            bytes as f64 / capacities.get(&memory).copied().unwrap_or(1).max(1) as f64
+        };
+        share(b).total_cmp(&share(a)).then(a.0.cmp(&b.0))
+    });
+    let peaks_between = by_fullness.len().saturating_sub(kept_peaks) as u64;
+    for &(memory, time, _) in by_fullness.iter().take(kept_peaks) {
+        times.entry(time).or_default().push(memory);
     }
     Ok(Plan {
-        times: times.into_iter().collect(),
+        times: times
+            .into_iter()
+            .map(|(time, mut memories)| {
+                memories.sort_unstable();
+                (time, memories)
+            })
+            .collect(),
         step,
         unplaced,
         open,
+        peaks_between,
+        most_live,
+        repeats,
     })
 }
 
-/// By memory, its live instances by (create time, key).
-type Live<'p> = BTreeMap<u64, BTreeMap<(u64, u64), &'p Instance>>;
+/// By memory, its live instances by (create time, key, record offset).
+type Live<'p> = BTreeMap<u64, BTreeMap<(u64, u64, u64), &'p Instance>>;
 
 /// What [`Plan::sweep`] hands each snapshot: its ordinal, time, the memories whose peak it is,
 /// and what is live.
@@ -290,46 +490,30 @@ type Visit<'v> = dyn FnMut(usize, u64, &[u64], &Live<'_>) -> Result<()> + 'v;
 impl Plan {
     /// Visit each snapshot's live instances by memory (in create order), in time order.
     fn sweep(&self, profile: &Profile, visit: &mut Visit<'_>) -> Result<()> {
-        let drawn: Vec<&Instance> = drawn(profile).collect();
-        let mut creates: Vec<(u64, usize)> = drawn
-            .iter()
-            .enumerate()
-            .map(|(index, instance)| (life(instance).0, index))
-            .collect();
-        let mut destroys: Vec<(u64, usize)> = drawn
-            .iter()
-            .enumerate()
-            .filter(|(_, instance)| life(instance).1 != u64::MAX)
-            .map(|(index, instance)| (life(instance).1, index))
-            .collect();
-        creates.sort_unstable();
-        destroys.sort_unstable();
+        let (starts, ends) = timeline(profile);
         let mut live: Live<'_> = profile
             .memories
             .iter()
             .filter(|(_, &(_, capacity))| capacity > 0)
             .map(|(&memory, _)| (memory, BTreeMap::new()))
             .collect();
-        let key = |index: usize| {
-            let instance = drawn[index];
-            (instance.create, instance.uid.unwrap_or(instance.id))
-        };
-        let (mut created, mut destroyed) = (0, 0);
+        let key = |instance: &Instance| (instance.create, instance.key, instance.offset);
+        let (mut started, mut ended) = (0, 0);
         for (ordinal, (time, peaks)) in self.times.iter().enumerate() {
-            // Created at or before the time, and not destroyed by it (a destroy at the time is gone).
-            while created < creates.len() && creates[created].0 <= *time {
-                let index = creates[created].1;
-                if let Some(memory) = live.get_mut(&drawn[index].memory) {
-                    memory.insert(key(index), drawn[index]);
+            // Started at or before the time, and not ended by it (an end at the time is gone).
+            while started < starts.len() && starts[started].0 <= *time {
+                let instance = &profile.instances[starts[started].1 as usize];
+                if let Some(memory) = live.get_mut(&instance.memory) {
+                    memory.insert(key(instance), instance);
                 }
-                created += 1;
+                started += 1;
             }
-            while destroyed < destroys.len() && destroys[destroyed].0 <= *time {
-                let index = destroys[destroyed].1;
-                if let Some(memory) = live.get_mut(&drawn[index].memory) {
-                    memory.remove(&key(index));
+            while ended < ends.len() && ends[ended].0 <= *time {
+                let instance = &profile.instances[ends[ended].1 as usize];
+                if let Some(memory) = live.get_mut(&instance.memory) {
+                    memory.remove(&key(instance));
                 }
-                destroyed += 1;
+                ended += 1;
             }
             visit(ordinal, *time, peaks, &live)?;
         }
@@ -341,10 +525,20 @@ impl Plan {
         let mut rows = 0u64;
         let _ = self.sweep(profile, &mut |_, _, _, live| {
             let instances: usize = live.values().map(BTreeMap::len).sum();
-            rows = rows.saturating_add(64 + live.len() as u64 + instances as u64);
+            rows = rows.saturating_add(input::SNAPSHOT_ROWS + live.len() as u64 + instances as u64);
             Ok(())
         });
         rows
+    }
+
+    /// The uid an instance is written with: its key, or its own when it repeats one live.
+    fn uid(&self, instance: &Instance) -> String {
+        id_text(
+            self.repeats
+                .get(&instance.offset)
+                .copied()
+                .unwrap_or(instance.key),
+        )
     }
 
     /// Hand each snapshot to `emit`, in time order.
@@ -359,7 +553,7 @@ impl Plan {
         }
         said.push("the profile records no addresses: placement unknown".to_string());
         said.push("an instance holds its bytes from ready to destroy".to_string());
-        if profile.instances.is_empty() {
+        if profile.instances.is_empty() && profile.unplaced == 0 {
             said.push("it holds no instance records (Legion writes them as it flushes; a run that aborts may leave none): the memories and their capacities only".to_string());
         }
         if self.unplaced > 0 {
@@ -374,6 +568,12 @@ impl Plan {
                 self.open
             ));
         }
+        if let Some(first) = self.repeats.keys().min() {
+            said.push(format!(
+                "{} instance records repeat the id of another live at the same time (the first at byte offset {first}): each is kept, under the uid 0x{REPEAT_UIDS:x} plus its record's byte offset (the handle stays the instance id)",
+                self.repeats.len()
+            ));
+        }
         if let Some(step) = self.step {
             said.push(format!(
                 "a snapshot every {step} ns and at each memory's peak"
@@ -381,8 +581,15 @@ impl Plan {
         } else {
             said.push("a snapshot after each change".to_string());
         }
+        if self.peaks_between > 0 {
+            said.push(format!(
+                "the peaks of {} memories fall between snapshots (the fullest memories' peaks are kept; a smaller --prof-step keeps them all)",
+                self.peaks_between
+            ));
+        }
         let common = said.join("; ");
-        // By memory, the stand-in offset of each live instance (by its key) at the last snapshot.
+        // By memory, the stand-in offset of each live instance (by its record) at the last
+        // snapshot.
         let mut placed: HashMap<u64, HashMap<u64, u64>> = HashMap::new();
         self.sweep(profile, &mut |ordinal, time, peaks, live| {
             let mut memories = Vec::with_capacity(live.len());
@@ -397,7 +604,7 @@ impl Plan {
                 written.unknown = vec!["placement"];
                 let lives: Vec<(u64, u64)> = instances
                     .values()
-                    .map(|instance| (instance.uid.unwrap_or(instance.id), instance.size))
+                    .map(|instance| (instance.offset, instance.size))
                     .collect();
                 let total = lives
                     .iter()
@@ -410,12 +617,11 @@ impl Plan {
                 }
                 let offsets = stand_in_offsets(placed.get(&memory), &lives, written.capacity);
                 for instance in instances.values() {
-                    let key = instance.uid.unwrap_or(instance.id);
                     let mut allocation = write::Allocation::new(
-                        id_text(key),
+                        self.uid(instance),
                         "instance".into(),
                         "valid",
-                        offsets.get(&key).copied().unwrap_or(0),
+                        offsets.get(&instance.offset).copied().unwrap_or(0),
                         instance.size,
                     );
                     allocation.handle = Some(id_text(instance.id));

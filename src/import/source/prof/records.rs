@@ -58,23 +58,25 @@ pub enum Record {
     Other,
 }
 
-/// An instance's life as `InstTimelineInfo` records it.
+/// An instance's life as `InstTimelineInfo` records it (64 bytes: a profile can hold millions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Instance {
-    /// The unique id of this instance's creation (`inst_uid`), when the release records one.
-    pub uid: Option<u64>,
-    /// Realm's instance id (recycled by Realm after a destroy).
+    /// What names it across snapshots: the unique id of its creation (`inst_uid`) when the
+    /// release records one, else Realm's instance id (recycled by Realm after a destroy).
+    pub key: u64,
+    /// Realm's instance id.
     pub id: u64,
     pub memory: u64,
     pub size: u64,
     /// Nanoseconds since Realm's zero time, as every timestamp of the profile: when it was
-    /// asked for, when Realm had placed it (`ready`, the create time in a release without it),
-    /// and when it was destroyed.
+    /// asked for, when Realm had placed it (`ready`, the create time in a release without it;
+    /// never before `create`), and when it was destroyed.
     pub create: u64,
     pub ready: u64,
     pub destroy: u64,
+    /// The byte offset of its record in the (decompressed) file, which names it in messages.
+    pub offset: u64,
 }
-
 /// What the reader knows of one record id before reading any: its layout, its length when every
 /// field has a declared size, and what memstate uses of it.
 #[derive(Clone, Copy)]
@@ -333,15 +335,20 @@ impl<'h> Records<'h> {
                 kind: value(*kind),
                 capacity: value(*capacity),
             },
-            Some(Used::Instance(fields)) => Record::Instance(Instance {
-                uid: fields.inst_uid.map(value),
-                id: value(fields.inst_id),
-                memory: value(fields.mem_id),
-                size: value(fields.size),
-                create: value(fields.create),
-                ready: fields.ready.map_or(value(fields.create), value),
-                destroy: value(fields.destroy),
-            }),
+            Some(Used::Instance(fields)) => {
+                let id = value(fields.inst_id);
+                let create = value(fields.create);
+                Record::Instance(Instance {
+                    key: fields.inst_uid.map_or(id, value),
+                    id,
+                    memory: value(fields.mem_id),
+                    size: value(fields.size),
+                    create,
+                    ready: fields.ready.map_or(create, value).max(create),
+                    destroy: value(fields.destroy),
+                    offset: start,
+                })
+            }
         };
         Ok(Some(record))
     }
