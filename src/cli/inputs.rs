@@ -63,7 +63,7 @@ pub struct ReadArgs {
     pub every: Option<u64>,
 
     /// How a foreign input's snapshots are numbered per node (their seq): in the order the input
-    /// tells them (file), or by their time in microseconds (time). With time, the inputs of one
+    /// tells them (file), or by their time in nanoseconds (time). With time, the inputs of one
     /// run on one clock interleave in time order: a Legion Prof profile and the log Legate
     /// printed (import them together with --run NAME --seq-by time).
     #[arg(long, value_enum, default_value = "file", value_name = "ORDER")]
@@ -230,6 +230,6 @@ pub enum SeqBy {
     /// In the order the input tells them, from 0 per node.
     #[default]
     File,
-    /// By their time in microseconds.
+    /// By their time in nanoseconds.
     Time,
 }

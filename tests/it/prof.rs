@@ -524,7 +524,7 @@ fn real_profiles_under_pressure_show_collection_and_match_a_second_reader() {
 /// A run that ran out of memory: Legate's report in its log (at 0.648297 s on Realm's clock,
 /// line 3 of legate.log) and a profile with no instance records (Legion had not flushed them).
 /// Imported together with --seq-by time they land in one run and node in time order: the
-/// profile's snapshot (time 0) before the failure (seq 648297, its time in microseconds), which
+/// profile's snapshot (time 0) before the failure (seq 648297000, its time in nanoseconds), which
 /// `oom` then tells with that snapshot before it. Numbered by file, both are seq 0: refused, with
 /// the way out said.
 #[test]
@@ -535,12 +535,12 @@ fn a_profile_and_its_log_land_in_one_run_in_time_order() {
     import_with(&db, &["--run", "job", "--seq-by", "time"], &folder);
     assert_eq!(
         rows(&db, "SELECT run, node, seq, reason, source LIKE '%legate_0.prof:1' FROM snapshots ORDER BY seq"),
-        ["job|0|0|periodic|1", "job|0|648297|oom|0"]
+        ["job|0|0|periodic|1", "job|0|648297000|oom|0"]
     );
     let story = on_db(&db).args(["oom"]).output().unwrap();
     let told = String::from_utf8_lossy(&story.stdout);
     assert!(
-        told.contains("Out of memory in job node 0 seq 648297"),
+        told.contains("Out of memory in job node 0 seq 648297000"),
         "{told}"
     );
     assert!(told.contains("since seq 0"), "{told}");

@@ -251,3 +251,51 @@ fn a_profile_of_instances_all_live_at_once_is_refused_within_the_bound() {
     let bound = 4.0 * profile.bytes.len() as f64 / (1 << 20) as f64 + 64.0;
     assert!(peak < bound, "peak {peak:.0} MiB, bound {bound:.0} MiB");
 }
+
+/// Item 15: a profile with 60 changes in the microsecond before the log's out-of-memory line
+/// (0.648297 s on Realm's clock, tests/data/legion-prof/26.06/oom/legate.log), imported with
+/// the log as `--run job --seq-by time`: every snapshot lands (60 after the changes, one for the
+/// failure) and each node's seq order is its time order.
+#[test]
+fn sixty_changes_in_the_microsecond_before_the_failure_all_land_in_time_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("logdir");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legion-prof/26.06/oom/legate.log"),
+        folder.join("legate.log"),
+    )
+    .unwrap();
+    let mut profile = Profile::new(FORMATS);
+    profile.machine(0).memory(SYSTEM_MEM, 2, 16 << 20);
+    // 30 instances, each placed and destroyed 8 ns later, 16 ns apart: 60 changes in
+    // [648,296,000, 648,296,480) ns, all before the failure at 648,297,000 ns.
+    for k in 0..30u64 {
+        let ready = 648_296_000 + 16 * k;
+        profile.instance(k + 1, 64, ready, ready, ready + 8);
+    }
+    profile.write(&folder.join("legate_0.prof"));
+    let db = dir.path().join("t.db");
+    let output = on_db(&db)
+        .args(["import", "--run", "job", "--seq-by", "time"])
+        .arg(&folder)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let by_seq = rows(
+        &db,
+        "SELECT time_ns FROM snapshots WHERE node = 0 ORDER BY seq",
+    );
+    assert_eq!(by_seq.len(), 61, "{by_seq:?}");
+    let mut by_time: Vec<i64> = by_seq.iter().map(|time| time.parse().unwrap()).collect();
+    let in_seq_order = by_time.clone();
+    by_time.sort();
+    by_time.dedup();
+    assert_eq!(in_seq_order, by_time, "seq order is not time order");
+    assert_eq!(by_time.last(), Some(&648_297_000));
+}

@@ -136,7 +136,7 @@ pub struct Options {
     /// For a Legion Prof profile: a snapshot every this many nanoseconds (else after each change
     /// while there are few, else [`prof::SNAPSHOTS`] over the run), and at each memory's peak.
     pub prof_step_ns: Option<u64>,
-    /// Number each node's snapshots by their time in microseconds (strictly increasing), not in
+    /// Number each node's snapshots by their time in nanoseconds (strictly increasing), not in
     /// the order the input tells them: inputs of one run on one clock (a Legion Prof profile and
     /// the log the same run printed, both on Realm's clock) then interleave in time order.
     pub seq_by_time: bool,
@@ -194,7 +194,7 @@ fn run_of(display: &str, options: &Options) -> String {
 }
 
 /// The seq of each node's next snapshot: its place in the input (from 0), or with
-/// [`Options::seq_by_time`] its time in microseconds, past the node's seq before.
+/// [`Options::seq_by_time`] its time in nanoseconds, past the node's seq before.
 #[derive(Default)]
 struct Numbering {
     by_time: bool,
@@ -214,8 +214,12 @@ impl Numbering {
         let seq = match (self.by_time, last) {
             (false, last) => last.map_or(0, |last| last.saturating_add(1)),
             (true, last) => {
-                let micros = time_ns.max(0) / 1000;
-                last.map_or(micros, |last| micros.max(last.saturating_add(1)))
+                // Nanoseconds: a profile records its changes to the nanosecond, and a log its lines
+                // to the microsecond, so snapshots of one run's inputs on one clock rarely share
+                // a seq (in microseconds, 60 changes within one pushed each other, and the log's
+                // snapshot, past their seqs: refused, and out of time order).
+                let nanos = time_ns.max(0);
+                last.map_or(nanos, |last| nanos.max(last.saturating_add(1)))
             }
         };
         self.last.insert(node, seq);
