@@ -8,13 +8,14 @@
 //! the connection then closed, so a `Content-Length` of 100 GB costs nothing), hands the request
 //! to the pool of workers that own the database connections, and writes the answer within
 //! [`Limits::write_time`]. A client that stops reading its answer therefore holds its own
-//! connection thread for that long at most, never a worker; an idle keep-alive connection is
+//! connection thread for that long at most, never a worker, and the answers so held are at most
+//! [`Limits::answer_bytes`] together (past that, 503); an idle keep-alive connection is
 //! closed after [`Limits::idle_time`]. An error from `accept` (out of file descriptors, say) is
 //! waited out, not fatal: the server keeps listening.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,9 @@ pub struct Limits {
     pub write_time: Duration,
     /// Requests on one connection before it is closed.
     pub requests_per_connection: usize,
+    /// The bytes of answers held by connections at once, waiting to be taken by their clients;
+    /// past it an answer is replaced by a 503 (clients that do not read cannot pile them up).
+    pub answer_bytes: u64,
 }
 
 impl Default for Limits {
@@ -47,6 +51,7 @@ impl Default for Limits {
             idle_time: Duration::from_secs(5),
             write_time: Duration::from_secs(20),
             requests_per_connection: 1000,
+            answer_bytes: 128 << 20,
         }
     }
 }
@@ -197,6 +202,7 @@ fn accept(
     stop: &Arc<AtomicBool>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
+    let answers = Arc::new(AtomicU64::new(0));
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((stream, peer)) => {
@@ -208,12 +214,13 @@ fn accept(
                 let held = Held(Arc::clone(&open));
                 let jobs = jobs.clone();
                 let stop = Arc::clone(stop);
+                let answers = Arc::clone(&answers);
                 let spawned = std::thread::Builder::new()
                     .name("memstate-conn".to_string())
                     .stack_size(256 << 10)
                     .spawn(move || {
                         let _held = held;
-                        serve_connection(stream, peer, &jobs, limits, &stop);
+                        serve_connection(stream, peer, &jobs, limits, &stop, &answers);
                     });
                 // A thread that cannot be made drops its connection (and its count).
                 drop(spawned);
@@ -286,6 +293,7 @@ fn serve_connection(
     jobs: &mpsc::SyncSender<Job>,
     limits: Limits,
     stop: &AtomicBool,
+    answers: &AtomicU64,
 ) {
     let _ = stream.set_nonblocking(false);
     let _ = stream.set_nodelay(true);
@@ -324,7 +332,23 @@ fn serve_connection(
                 .unwrap_or_else(|_| Response::plain(503, "memstate serve is stopping")),
             Err(_) => Response::plain(503, "memstate serve is stopping"),
         };
-        if !write_answer(&mut stream, &answer, framing.keep_alive, limits.write_time) {
+        // Counted while held here, until written (or given up on).
+        let size = answer.body.len() as u64;
+        let (answer, counted) = if answers.fetch_add(size, Ordering::SeqCst) + size
+            > limits.answer_bytes
+        {
+            answers.fetch_sub(size, Ordering::SeqCst);
+            let busy = Response::plain(
+                    503,
+                    "memstate serve holds too many large answers that their clients have not taken yet; try again shortly",
+                );
+            (busy, 0)
+        } else {
+            (answer, size)
+        };
+        let written = write_answer(&mut stream, &answer, framing.keep_alive, limits.write_time);
+        answers.fetch_sub(counted, Ordering::SeqCst);
+        if !written {
             break;
         }
         if !framing.keep_alive {
@@ -376,18 +400,21 @@ fn read_head(
                 }
                 buffer.extend_from_slice(&chunk[..read]);
             }
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(error)
-                if matches!(
-                    error.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                continue
-            }
+            Err(error) if passing(&error) => continue,
             Err(_) => return Head::Gone,
         }
     }
+}
+
+/// An error of a read or write that only says to try again (a signal, a timeout slice): the
+/// caller's deadline decides when to stop.
+fn passing(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::Interrupted
+            | std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+    )
 }
 
 /// Where the head ends (after its blank line), if it has.
@@ -515,15 +542,7 @@ fn write_answer(
             match stream.write(rest) {
                 Ok(0) => return false,
                 Ok(written) => rest = &rest[written..],
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(error)
-                    if matches!(
-                        error.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    continue
-                }
+                Err(error) if passing(&error) => continue,
                 Err(_) => return false,
             }
         }

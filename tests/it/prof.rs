@@ -110,7 +110,7 @@ impl Profile {
 }
 
 /// `import` with these options, which must succeed.
-fn import_with(db: &Path, options: &[&str], path: &Path) {
+pub(crate) fn import_with(db: &Path, options: &[&str], path: &Path) {
     let output = on_db(db)
         .arg("import")
         .args(options)

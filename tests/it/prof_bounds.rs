@@ -8,7 +8,7 @@ use std::path::Path;
 
 use crate::common::{import, on_db};
 use crate::hardening::{binary, peak_mib};
-use crate::prof::{rows, Profile, FORMATS, KIB, SYSTEM_MEM};
+use crate::prof::{import_with, rows, Profile, FORMATS, KIB, SYSTEM_MEM};
 
 /// `memstate --db DB`, as a plain command (for its peak memory).
 fn memstate(db: &Path) -> std::process::Command {
@@ -276,17 +276,7 @@ fn sixty_changes_in_the_microsecond_before_the_failure_all_land_in_time_order() 
     }
     profile.write(&folder.join("legate_0.prof"));
     let db = dir.path().join("t.db");
-    let output = on_db(&db)
-        .args(["import", "--run", "job", "--seq-by", "time"])
-        .arg(&folder)
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    import_with(&db, &["--run", "job", "--seq-by", "time"], &folder);
     let by_seq = rows(
         &db,
         "SELECT time_ns FROM snapshots WHERE node = 0 ORDER BY seq",
