@@ -204,12 +204,14 @@ pub struct ServeArgs {
     pub port: u16,
 
     /// The address to listen on. Another than 127.0.0.1 lets other machines connect: every
-    /// request then needs a token (--token, or one generated and printed in the URL).
+    /// request then needs a token (--token, or one generated and printed in the URL, which names
+    /// the machine when bound to every address), and any name of the machine is served.
     #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
     pub bind: std::net::IpAddr,
 
     /// The token every request must carry (in the URL, which sets a cookie, or the header
-    /// X-Memstate-Token).
+    /// X-Memstate-Token): 16 characters or more, of at least 6 different ones; an empty or
+    /// guessable one is refused (exit 2).
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
 
