@@ -137,3 +137,34 @@ fn big_memory_dump(count: u64) -> serde_json::Value {
                       "capacity": BIG_START + count * BIG_STRIDE, "allocations": allocations}],
     })
 }
+
+/// Issue 59, item 6, in a real browser: a page served on another port of 127.0.0.1 asks the SQL
+/// box and the overview with <img> tags (with the token's cookie set, when the server has one);
+/// Chromium sends them, and each is refused (403), while the page's own request is answered.
+#[test]
+fn a_page_on_another_port_cannot_use_the_api() {
+    if crate::viz::browser().is_none() || !python_with("playwright", "to drive Chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let db = crate::serve::run_db(dir.path());
+    for args in [vec![], vec!["--token", "0f3a9c1e77b2d4e5aa19"]] {
+        let served = serve(&db, &args);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/cross_origin.py");
+        let output = std::process::Command::new("python3")
+            .arg(script)
+            .arg(&served.url)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{args:?}: {said}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            said.contains("ok: every request of the other page was refused"),
+            "{said}"
+        );
+    }
+}
