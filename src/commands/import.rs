@@ -59,6 +59,8 @@ fn options(args: &ReadArgs, replace: bool) -> IngestOptions {
                 .map(|step| u64::try_from(step.as_nanos()).unwrap_or(u64::MAX)),
             seq_by_time: args.seq_by == crate::cli::SeqBy::Time,
             wait_for_open_reports: false,
+            // One for the whole import (or --follow session): its inputs share it.
+            seqs_taken: Default::default(),
         },
     }
 }

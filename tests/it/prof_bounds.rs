@@ -289,3 +289,43 @@ fn sixty_changes_in_the_microsecond_before_the_failure_all_land_in_time_order() 
     assert_eq!(in_seq_order, by_time, "seq order is not time order");
     assert_eq!(by_time.last(), Some(&648_297_000));
 }
+
+/// Item 15 too: a profile change at the very nanosecond of the log's failure (648,297,000 ns),
+/// and one a nanosecond later. The inputs of one import share their seqs: the second to ask for
+/// 648,297,000 gets the next free nanosecond, so all three land, in time order.
+#[test]
+fn a_profile_change_at_the_failures_nanosecond_lands_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("logdir");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legion-prof/26.06/oom/legate.log"),
+        folder.join("legate.log"),
+    )
+    .unwrap();
+    let mut profile = Profile::new(FORMATS);
+    profile.machine(0).memory(SYSTEM_MEM, 2, 16 << 20).instance(
+        1,
+        64,
+        648_297_000,
+        648_297_000,
+        648_297_002,
+    );
+    profile.write(&folder.join("legate_0.prof"));
+    let db = dir.path().join("t.db");
+    import_with(&db, &["--run", "job", "--seq-by", "time"], &folder);
+    let by_seq = rows(
+        &db,
+        "SELECT time_ns, reason FROM snapshots WHERE node = 0 ORDER BY seq",
+    );
+    assert_eq!(by_seq.len(), 3, "{by_seq:?}");
+    let times: Vec<i64> = by_seq
+        .iter()
+        .map(|row| row.split('|').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        times.windows(2).all(|pair| pair[0] <= pair[1]),
+        "{by_seq:?}"
+    );
+    assert!(by_seq.iter().any(|row| row.ends_with("|oom")), "{by_seq:?}");
+}

@@ -29,8 +29,9 @@ pub mod prof;
 pub mod realm;
 pub mod torch;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
+use std::sync::{Arc, Mutex};
 
 use crate::dump::write;
 use crate::error::{Because, Error, Result};
@@ -140,6 +141,8 @@ pub struct Options {
     /// the order the input tells them: inputs of one run on one clock (a Legion Prof profile and
     /// the log the same run printed, both on Realm's clock) then interleave in time order.
     pub seq_by_time: bool,
+    /// The seqs `seq_by_time` gave in this import, shared by its inputs.
+    pub seqs_taken: SeqsTaken,
     /// A log whose last report is still open at its end is refused as not yet whole (an
     /// [`Error::Read`] saying so), not read as it stands: `import --follow` waits for the rest.
     pub wait_for_open_reports: bool,
@@ -193,12 +196,62 @@ fn run_of(display: &str, options: &Options) -> String {
     }
 }
 
-/// The seq of each node's next snapshot: its place in the input (from 0), or with
-/// [`Options::seq_by_time`] its time in nanoseconds, past the node's seq before.
+/// The seqs `--seq-by time` gave in one import (one `import` command, or one `--follow`
+/// session), shared by its inputs: a seq another input's snapshot of the same run and node took
+/// is not given again (the next nanosecond is), so every snapshot of one run's inputs lands,
+/// whatever times they share. A snapshot read again (a growing file read anew) keeps its seq.
+#[derive(Clone, Default)]
+pub struct SeqsTaken(Arc<Mutex<Taken>>);
+
 #[derive(Default)]
+struct Taken {
+    by_node: HashMap<(String, i64), HashSet<i64>>,
+    by_source: HashMap<String, i64>,
+}
+
+impl std::fmt::Debug for SeqsTaken {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("SeqsTaken")
+    }
+}
+
+/// What is shared is state, not a setting: any two are alike as options.
+impl PartialEq for SeqsTaken {
+    fn eq(&self, _: &SeqsTaken) -> bool {
+        true
+    }
+}
+
+impl Eq for SeqsTaken {}
+
+impl SeqsTaken {
+    /// The seq for the snapshot told at `source` (FILE:LINE): the one it had, else `wanted`
+    /// or the first nanosecond after it that no other snapshot of the run and node took.
+    fn claim(&self, run: &str, node: i64, source: &str, wanted: i64) -> i64 {
+        let Ok(mut taken) = self.0.lock() else {
+            return wanted;
+        };
+        if let Some(&seq) = taken.by_source.get(source) {
+            return seq;
+        }
+        let seqs = taken.by_node.entry((run.to_string(), node)).or_default();
+        let mut seq = wanted;
+        while seqs.contains(&seq) {
+            seq = seq.saturating_add(1);
+        }
+        seqs.insert(seq);
+        taken.by_source.insert(source.to_string(), seq);
+        seq
+    }
+}
+
+/// The seq of each node's next snapshot: its place in the input (from 0), or with
+/// [`Options::seq_by_time`] its time in nanoseconds, past the node's seq before and past what
+/// other inputs of the run took ([`SeqsTaken`]).
 struct Numbering {
     by_time: bool,
     last: HashMap<i64, i64>,
+    taken: SeqsTaken,
 }
 
 impl Numbering {
@@ -206,10 +259,12 @@ impl Numbering {
         Numbering {
             by_time: options.seq_by_time,
             last: HashMap::new(),
+            taken: options.seqs_taken.clone(),
         }
     }
 
-    fn next(&mut self, node: i64, time_ns: i64) -> i64 {
+    /// The seq of the snapshot of `run` and `node` at `time_ns`, told at `source` (FILE:LINE).
+    fn next(&mut self, run: &str, node: i64, time_ns: i64, source: &str) -> i64 {
         let last = self.last.get(&node).copied();
         let seq = match (self.by_time, last) {
             (false, last) => last.map_or(0, |last| last.saturating_add(1)),
@@ -219,7 +274,8 @@ impl Numbering {
                 // a seq (in microseconds, 60 changes within one pushed each other, and the log's
                 // snapshot, past their seqs: refused, and out of time order).
                 let nanos = time_ns.max(0);
-                last.map_or(nanos, |last| nanos.max(last.saturating_add(1)))
+                let wanted = last.map_or(nanos, |last| nanos.max(last.saturating_add(1)));
+                self.taken.claim(run, node, source, wanted)
             }
         };
         self.last.insert(node, seq);
@@ -236,7 +292,8 @@ fn dumps(found: Vec<Found>, display: &str, options: &Options) -> Vec<Record> {
     found
         .into_iter()
         .map(|found| {
-            let seq = numbering.next(found.node, found.time_ns);
+            let source = format!("{display}:{}", found.line);
+            let seq = numbering.next(&run, found.node, found.time_ns, &source);
             record_of(found, seq, &run, display)
         })
         .collect()
@@ -474,14 +531,15 @@ fn whole(
             let mut numbering = Numbering::new(&options);
             let mut emit = |found: Found| -> Result<()> {
                 any = true;
-                let seq = if options.seq_by_time {
-                    numbering.next(found.node, found.time_ns)
-                } else {
-                    i64::try_from(found.line.saturating_sub(1)).unwrap_or(i64::MAX)
-                };
                 let run = match (&options.run, &found.run) {
                     (None, Some(named)) => named.clone(),
                     _ => run.clone(),
+                };
+                let seq = if options.seq_by_time {
+                    let source = format!("{display}:{}", found.line);
+                    numbering.next(&run, found.node, found.time_ns, &source)
+                } else {
+                    i64::try_from(found.line.saturating_sub(1)).unwrap_or(i64::MAX)
                 };
                 sender
                     .send(Ok(record_of(found, seq, &run, &display)))
