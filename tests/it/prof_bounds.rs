@@ -252,6 +252,19 @@ fn a_profile_of_instances_all_live_at_once_is_refused_within_the_bound() {
     assert!(peak < bound, "peak {peak:.0} MiB, bound {bound:.0} MiB");
 }
 
+/// A folder `logdir` in `dir` holding the log of tests/data/legion-prof/26.06/oom, where a
+/// profile is to go beside it.
+fn with_the_oom_log(dir: &Path) -> std::path::PathBuf {
+    let folder = dir.join("logdir");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legion-prof/26.06/oom/legate.log"),
+        folder.join("legate.log"),
+    )
+    .unwrap();
+    folder
+}
+
 /// Item 15: a profile with 60 changes in the microsecond before the log's out-of-memory line
 /// (0.648297 s on Realm's clock, tests/data/legion-prof/26.06/oom/legate.log), imported with
 /// the log as `--run job --seq-by time`: every snapshot lands (60 after the changes, one for the
@@ -259,13 +272,7 @@ fn a_profile_of_instances_all_live_at_once_is_refused_within_the_bound() {
 #[test]
 fn sixty_changes_in_the_microsecond_before_the_failure_all_land_in_time_order() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("logdir");
-    std::fs::create_dir(&folder).unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legion-prof/26.06/oom/legate.log"),
-        folder.join("legate.log"),
-    )
-    .unwrap();
+    let folder = with_the_oom_log(dir.path());
     let mut profile = Profile::new(FORMATS);
     profile.machine(0).memory(SYSTEM_MEM, 2, 16 << 20);
     // 30 instances, each placed and destroyed 8 ns later, 16 ns apart: 60 changes in
@@ -296,13 +303,7 @@ fn sixty_changes_in_the_microsecond_before_the_failure_all_land_in_time_order() 
 #[test]
 fn a_profile_change_at_the_failures_nanosecond_lands_beside_it() {
     let dir = tempfile::tempdir().unwrap();
-    let folder = dir.path().join("logdir");
-    std::fs::create_dir(&folder).unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/legion-prof/26.06/oom/legate.log"),
-        folder.join("legate.log"),
-    )
-    .unwrap();
+    let folder = with_the_oom_log(dir.path());
     let mut profile = Profile::new(FORMATS);
     profile.machine(0).memory(SYSTEM_MEM, 2, 16 << 20).instance(
         1,
