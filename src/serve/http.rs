@@ -62,7 +62,6 @@ pub struct Request {
     pub method: String,
     pub target: String,
     pub headers: Vec<(String, String)>,
-    pub peer: Option<SocketAddr>,
 }
 
 impl Request {
@@ -205,7 +204,7 @@ fn accept(
     let answers = Arc::new(AtomicU64::new(0));
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
-            Ok((stream, peer)) => {
+            Ok((stream, _)) => {
                 if open.load(Ordering::SeqCst) >= limits.connections {
                     refuse_busy(stream);
                     continue;
@@ -220,7 +219,7 @@ fn accept(
                     .stack_size(256 << 10)
                     .spawn(move || {
                         let _held = held;
-                        serve_connection(stream, peer, &jobs, limits, &stop, &answers);
+                        serve_connection(stream, &jobs, limits, &stop, &answers);
                     });
                 // A thread that cannot be made drops its connection (and its count).
                 drop(spawned);
@@ -289,7 +288,6 @@ struct Framing {
 
 fn serve_connection(
     mut stream: TcpStream,
-    peer: SocketAddr,
     jobs: &mpsc::SyncSender<Job>,
     limits: Limits,
     stop: &AtomicBool,
@@ -316,8 +314,6 @@ fn serve_connection(
                 break;
             }
         };
-        let mut request = request;
-        request.peer = Some(peer);
         if served + 1 == limits.requests_per_connection || stop.load(Ordering::SeqCst) {
             framing.keep_alive = false;
         }
@@ -490,7 +486,6 @@ fn parse_head(head: &[u8], limits: &Limits) -> Head {
         method: method.to_string(),
         target: target.to_string(),
         headers,
-        peer: None,
     };
     // A body is never read: a request that declares one (or declares it twice, or both ways,
     // as request smuggling does) is answered, and then its connection is closed.
