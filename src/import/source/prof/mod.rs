@@ -258,10 +258,10 @@ impl Plan {
         if profile.instances.is_empty() && profile.unplaced == 0 {
             said.push("it holds no instance records (Legion writes them as it flushes; a run that aborts may leave none): the memories and their capacities only".to_string());
         }
-        if self.unplaced > 0 {
+        if profile.unplaced > 0 {
             said.push(format!(
                 "{} instances of memories it does not describe with a capacity are left out",
-                self.unplaced
+                profile.unplaced
             ));
         }
         if self.open > 0 {

@@ -17,8 +17,6 @@ pub struct Plan {
     pub times: Vec<(u64, Vec<u64>)>,
     /// The step between regular snapshots, when not one after each change.
     pub step: Option<u64>,
-    /// Instances of a memory the profile does not describe (or of capacity 0), left out.
-    pub unplaced: u64,
     /// Instances whose destroy time is before their ready time: live to the end.
     pub open: u64,
     /// Memories whose peak falls between snapshots (past the row budget).
@@ -118,7 +116,6 @@ pub fn plan(
                 .to_string(),
         );
     }
-    let unplaced = profile.unplaced;
     let repeats = repeats(profile);
     let (starts, ends) = timeline(profile);
     let open = (starts.len() - ends.len()) as u64;
@@ -127,7 +124,6 @@ pub fn plan(
         return Ok(Plan {
             times: vec![(0, Vec::new())],
             step: None,
-            unplaced,
             open,
             peaks_between: 0,
             most_live: 0,
@@ -243,7 +239,6 @@ pub fn plan(
             })
             .collect(),
         step,
-        unplaced,
         open,
         peaks_between,
         most_live,
