@@ -278,20 +278,3 @@ fn clamp_i64(value: u64) -> i64 {
 fn to_u64(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
-
-/// The first `limit` rows of one read-only statement (holding at most `bytes`), and whether it
-/// had more.
-pub fn first_rows(
-    conn: &Connection,
-    sql: &str,
-    limit: usize,
-    bytes: usize,
-) -> Result<(Table, bool)> {
-    let keep = crate::query::Keep {
-        rows: limit,
-        bytes,
-        count_all: false,
-    };
-    let first = crate::query::first_rows(conn, sql, &[], keep)?;
-    Ok((first.table, first.more))
-}

@@ -80,20 +80,7 @@ pub fn parse_parameter(text: &str) -> Result<(String, String)> {
 ///
 /// On a read-only connection (see `db::open_read_only`) SQLite refuses anything that writes.
 pub fn collect(conn: &Connection, sql: &str, parameters: &[(String, String)]) -> Result<Table> {
-    let mut columns = Vec::new();
-    let mut units = Vec::new();
-    let mut rows = Vec::new();
-    for_each_row(conn, sql, parameters, &mut |event| {
-        match event {
-            RowEvent::Columns(names, shown_as) => {
-                columns = names.to_vec();
-                units = shown_as.to_vec();
-            }
-            RowEvent::Row(cells) => rows.push(cells),
-        }
-        Ok(())
-    })?;
-    Ok(Table::with_units(columns, units, rows))
+    Ok(first_rows(conn, sql, parameters, Keep::ALL)?.table)
 }
 
 /// How much of a statement's answer to keep: the first `rows` rows, holding at most `bytes`.
@@ -103,6 +90,15 @@ pub struct Keep {
     pub bytes: usize,
     /// Run the statement to its end to count every row (else it stops past the kept ones).
     pub count_all: bool,
+}
+
+impl Keep {
+    /// Every row, whatever it holds.
+    pub const ALL: Keep = Keep {
+        rows: usize::MAX,
+        bytes: usize::MAX,
+        count_all: true,
+    };
 }
 
 /// The kept rows of a statement, how many it had, and whether there were more than kept.

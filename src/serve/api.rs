@@ -397,7 +397,8 @@ fn canned_query(
 
 fn sql(conn: &rusqlite::Connection, params: &Params, options: &Options) -> Result<Answer, Error> {
     let statement = params.required("q")?;
-    let (table, more) = explore::first_rows(conn, statement, options.row_limit, ANSWER_BYTES)?;
+    let first = crate::query::first_rows(conn, statement, &[], keep(options, false))?;
+    let (table, more) = (first.table, first.more);
     Ok(Answer::json(format!(
         "{{\"more\":{more},\"row_limit\":{},\"time_limit_s\":{},\"table\":{}}}",
         options.row_limit,
