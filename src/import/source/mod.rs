@@ -127,7 +127,7 @@ fn source_of(kind: Kind) -> Option<&'static dyn Source> {
 }
 
 /// How to read foreign inputs.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Options {
     pub kind: Kind,
     /// The run of dumps whose input names none (default: the file's stem).
@@ -214,15 +214,6 @@ impl std::fmt::Debug for SeqsTaken {
         formatter.write_str("SeqsTaken")
     }
 }
-
-/// What is shared is state, not a setting: any two are alike as options.
-impl PartialEq for SeqsTaken {
-    fn eq(&self, _: &SeqsTaken) -> bool {
-        true
-    }
-}
-
-impl Eq for SeqsTaken {}
 
 impl SeqsTaken {
     /// The seq for the snapshot told at `source` (FILE:LINE): the one it had, else `wanted`
