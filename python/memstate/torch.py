@@ -10,7 +10,8 @@
 Each due step writes FOLDER/rank-R/step-K.pickle: the dict `torch.cuda.memory._snapshot()` gives
 (segments and blocks, and traces when history recording is on), pickled as
 `torch.cuda.memory._dump_snapshot` pickles it, with one key more, "memstate", holding the run, the
-rank, the step and the time. memstate's
+rank, the step, the time and each device's free and total bytes (`torch.cuda.mem_get_info`:
+the device's capacity in memstate). memstate's
 reader of allocator snapshots turns that into memories and allocations (src/import/source/torch/
 recorder.rs says how); nothing is translated here. A file appears whole: it is written under a
 hidden name (which memstate skips) and renamed.
@@ -205,6 +206,7 @@ class Recorder:
             "time_ns": time.monotonic_ns() - self._started,
             "wall_time_ns": time.time_ns(),
             "oom": oom,
+            "devices": _devices(torch, snapshot),
         }
         name = f"step-{step:09d}{'-oom' if oom else ''}.pickle"
         path = os.path.join(self._dir, name)
@@ -222,3 +224,17 @@ class Recorder:
             except OSError:
                 pass
             raise
+
+
+def _devices(torch, snapshot):
+    """What each device with a segment had free and in all (`torch.cuda.mem_get_info`), as
+    [{"device": D, "free": F, "total": T}]: memstate's capacity of the device. A device whose
+    figures cannot be had is left out (its capacity stays unknown)."""
+    found = []
+    for device in sorted({segment.get("device", 0) for segment in snapshot.get("segments", [])}):
+        try:
+            free, total = torch.cuda.mem_get_info(device)
+        except Exception:  # noqa: BLE001 - an unknown figure, not a failed snapshot
+            continue
+        found.append({"device": int(device), "free": int(free), "total": int(total)})
+    return found

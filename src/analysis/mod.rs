@@ -115,7 +115,7 @@ impl Layout {
 
     /// Free bytes in total, when capacity and allocations are known (placement need not be).
     pub fn known_free(&self) -> Option<u64> {
-        (!self.unknown.capacity && !self.unknown.allocations).then_some(self.free_bytes)
+        self.unknown.free_known().then_some(self.free_bytes)
     }
 
     /// The largest hole, when where everything lies is known.
@@ -123,11 +123,10 @@ impl Layout {
         self.unknown.holes_known().then_some(self.largest_hole)
     }
 
-    /// The largest range collection could make, when where everything lies is known.
+    /// The largest range collection could make, when where everything lies and the capacity
+    /// are known (what lies past the listed holes counts against it).
     pub fn known_largest_reclaimable(&self) -> Option<u64> {
-        self.unknown
-            .holes_known()
-            .then_some(self.largest_reclaimable)
+        (!self.unknown.any()).then_some(self.largest_reclaimable)
     }
 }
 

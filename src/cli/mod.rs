@@ -82,7 +82,7 @@ pub enum Command {
     Snapshots(RunArgs),
 
     /// List the memories of every node of every run.
-    Memories(RunArgs),
+    Memories(MemoriesArgs),
 
     /// The figures of memories at snapshots: used, free, holes, largest hole, fragmentation...
     Stats(StatsArgs),
@@ -253,6 +253,19 @@ pub struct DemoArgs {
     /// The seed of the simulated run.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct MemoriesArgs {
+    /// Only this run.
+    #[arg(long)]
+    pub run: Option<String>,
+    /// The memories at this snapshot (latest: each node's latest, an id, or RUN:NODE:SEQ), with
+    /// their figures there: used, reserved (a GPU's segments), free, largest hole, device free.
+    #[arg(long, short = 's', value_name = "SNAPSHOT")]
+    pub snapshot: Option<String>,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 #[derive(Debug, Args)]

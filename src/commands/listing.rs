@@ -9,7 +9,9 @@ use memstate::units::{counted, human, ratio, visible};
 use memstate::{db, Result};
 
 use super::Printer;
-use crate::cli::{AllocationsArgs, ForecastArgs, HolesArgs, RunArgs, StatsArgs, TrendArgs};
+use crate::cli::{
+    AllocationsArgs, ForecastArgs, HolesArgs, MemoriesArgs, RunArgs, StatsArgs, TrendArgs,
+};
 
 /// A listing of one run (or all): the run checked, the table printed.
 fn run_listing(db_path: &Path, args: &RunArgs, listing: listing::RunListing) -> Result<u8> {
@@ -28,8 +30,22 @@ pub fn snapshots(db_path: &Path, args: &RunArgs) -> Result<u8> {
     run_listing(db_path, args, listing::snapshot_table)
 }
 
-pub fn memories(db_path: &Path, args: &RunArgs) -> Result<u8> {
-    run_listing(db_path, args, listing::memory_table)
+pub fn memories(db_path: &Path, args: &MemoriesArgs) -> Result<u8> {
+    let database = db::open_read_only(db_path)?;
+    let conn = database.connection();
+    if let Some(run) = &args.run {
+        select::check_run(conn, run)?;
+    }
+    let table = match &args.snapshot {
+        None => listing::memory_table(conn, args.run.as_deref())?,
+        Some(snapshot) => listing::memories_at(
+            conn,
+            &select::snapshot_ids(conn, snapshot)?,
+            args.run.as_deref(),
+        )?,
+    };
+    Printer::new(&args.output).print(&Report::table(table))?;
+    Ok(0)
 }
 
 pub fn stats(db_path: &Path, args: &StatsArgs) -> Result<u8> {

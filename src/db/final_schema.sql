@@ -1,4 +1,4 @@
--- schema version 10
+-- schema version 11
 -- Generated from migrations/ by the test final_schema_is_what_the_migrations_leave
 -- (src/db/schema.rs): not edited by hand.
 
@@ -108,7 +108,7 @@ CREATE TABLE "memory_state" (
     reclaimable_bytes   INTEGER NOT NULL,
     largest_reclaimable INTEGER NOT NULL,
     unaccounted_bytes   INTEGER NOT NULL,
-    holes_listed        INTEGER NOT NULL, unknown TEXT,
+    holes_listed        INTEGER NOT NULL, unknown TEXT, device_free INTEGER,
     PRIMARY KEY (snapshot_id, memory_id)
 ) WITHOUT ROWID;
 
@@ -154,6 +154,19 @@ CREATE TABLE deferred_index (
     sql  TEXT NOT NULL,
     stat TEXT
 );
+
+CREATE TABLE segment (
+    snapshot_id     INTEGER NOT NULL,
+    memory_id       INTEGER NOT NULL,
+    offset          INTEGER NOT NULL,
+    size            INTEGER NOT NULL,
+    address         INTEGER NOT NULL,
+    pool            INTEGER,
+    stream          INTEGER,
+    expandable      INTEGER NOT NULL,
+    allocated_bytes INTEGER NOT NULL,
+    PRIMARY KEY (snapshot_id, memory_id, offset)
+) WITHOUT ROWID;
 
 CREATE INDEX allocation_object_by_uid ON allocation_object (run_id, printf('0x%016x', uid));
 
@@ -332,24 +345,6 @@ JOIN run r ON r.id = m.run_id
 JOIN snapshot f ON f.run_id = m.run_id AND f.node = m.node AND f.seq = h.first_seq
 JOIN snapshot l ON l.run_id = m.run_id AND l.node = m.node
                AND l.seq = coalesce(h.last_seq, (SELECT max(t.seq) FROM snapshot t WHERE t.run_id = m.run_id AND t.node = m.node));
-
-CREATE VIEW memory_stats AS
-SELECT snapshot_id,
-       memory_id,
-       CAST(CASE WHEN instr(unknown, 'capacity') THEN NULL ELSE capacity END AS INTEGER) AS capacity,
-       allocation_count,
-       CAST(CASE WHEN instr(unknown, 'allocations') THEN NULL ELSE used_bytes END AS INTEGER) AS used_bytes,
-       CAST(CASE WHEN instr(unknown, 'capacity') OR instr(unknown, 'allocations') THEN NULL ELSE free_bytes END AS INTEGER) AS free_bytes,
-       CAST(CASE WHEN unknown IS NULL THEN hole_count END AS INTEGER) AS hole_count,
-       CAST(CASE WHEN unknown IS NULL THEN largest_hole END AS INTEGER) AS largest_hole,
-       CAST(CASE WHEN unknown IS NULL THEN fragmentation END AS REAL) AS fragmentation,
-       reclaimable_bytes,
-       CAST(CASE WHEN unknown IS NULL THEN largest_reclaimable END AS INTEGER) AS largest_reclaimable,
-       CAST(CASE WHEN unknown IS NULL THEN unaccounted_bytes END AS INTEGER) AS unaccounted_bytes,
-       alignment,
-       holes_listed,
-       unknown
-FROM memory_state;
 
 CREATE VIEW memory_trend AS
 SELECT r.name AS run,
@@ -570,6 +565,40 @@ JOIN span_level v ON v.level % 64 <= s.top_level
 JOIN hole_span h ON h.memory_id = m.id AND h.level = v.level
                 AND h.first_seq BETWEEN s.seq - v.reach AND s.seq
                 AND s.seq <= coalesce(h.last_seq, 9223372036854775807);
+
+CREATE VIEW segments AS
+SELECT sg.snapshot_id,
+       sg.memory_id,
+       sg.offset,
+       sg.size,
+       printf('0x%016x', sg.address) AS address,
+       p.value AS pool,
+       sg.stream,
+       sg.expandable,
+       sg.allocated_bytes,
+       sg.size - sg.allocated_bytes AS free_bytes
+FROM segment sg
+LEFT JOIN string p ON p.id = sg.pool;
+
+CREATE VIEW memory_stats AS
+SELECT snapshot_id,
+       memory_id,
+       CAST(CASE WHEN instr(unknown, 'capacity') THEN NULL ELSE capacity END AS INTEGER) AS capacity,
+       allocation_count,
+       CAST(CASE WHEN instr(unknown, 'allocations') THEN NULL ELSE used_bytes END AS INTEGER) AS used_bytes,
+       CAST(CASE WHEN instr(unknown, 'allocations') OR (instr(unknown, 'capacity') AND NOT holes_listed) THEN NULL
+                 ELSE free_bytes END AS INTEGER) AS free_bytes,
+       CAST(CASE WHEN unknown IS NULL OR (unknown = 'capacity' AND holes_listed) THEN hole_count END AS INTEGER) AS hole_count,
+       CAST(CASE WHEN unknown IS NULL OR (unknown = 'capacity' AND holes_listed) THEN largest_hole END AS INTEGER) AS largest_hole,
+       CAST(CASE WHEN unknown IS NULL OR (unknown = 'capacity' AND holes_listed) THEN fragmentation END AS REAL) AS fragmentation,
+       reclaimable_bytes,
+       CAST(CASE WHEN unknown IS NULL THEN largest_reclaimable END AS INTEGER) AS largest_reclaimable,
+       CAST(CASE WHEN unknown IS NULL THEN unaccounted_bytes END AS INTEGER) AS unaccounted_bytes,
+       alignment,
+       holes_listed,
+       unknown,
+       device_free
+FROM memory_state;
 
 INSERT INTO span_level (level, reach) VALUES (0, 0);
 INSERT INTO span_level (level, reach) VALUES (1, 3);

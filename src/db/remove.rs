@@ -46,6 +46,7 @@ pub(super) fn remove_snapshot(
         "DELETE FROM failed_request WHERE snapshot_id = ?1",
         [snapshot_id],
     )?;
+    conn.execute("DELETE FROM segment WHERE snapshot_id = ?1", [snapshot_id])?;
     conn.execute(
         "DELETE FROM memory_state WHERE snapshot_id = ?1",
         [snapshot_id],

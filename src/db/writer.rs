@@ -471,8 +471,12 @@ impl Statements<'_, '_> {
         let mut insert_state = self.tx.prepare_cached(
             "INSERT INTO memory_state (snapshot_id, memory_id, capacity, alignment, allocation_count, used_bytes, free_bytes,
                                        hole_count, largest_hole, fragmentation, reclaimable_bytes, largest_reclaimable,
-                                       unaccounted_bytes, holes_listed, unknown)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                                       unaccounted_bytes, holes_listed, unknown, device_free)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        )?;
+        let mut insert_segment = self.tx.prepare_cached(
+            "INSERT INTO segment (snapshot_id, memory_id, offset, size, address, pool, stream, expandable, allocated_bytes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
         )?;
         let mut insert_failed = self.tx.prepare_cached(
             "INSERT INTO failed_request (snapshot_id, memory_id, ordinal, size, alignment, kind, provenance, time_ns, note, device_free)
@@ -497,8 +501,29 @@ impl Statements<'_, '_> {
             )?;
             let keys = [Value::Integer(snapshot_id), Value::Integer(memory_id)];
             insert_state.execute(params_from_iter(
-                keys.into_iter().chain(figure_values(memory, figures)),
+                keys.into_iter()
+                    .chain(figure_values(memory, figures))
+                    .chain([memory
+                        .device_free
+                        .map_or(Value::Null, |free| Value::Integer(size_bits(free)))]),
             ))?;
+            for (segment, allocated) in memory
+                .segments
+                .iter()
+                .zip(crate::dump::figures::segment_usage(memory))
+            {
+                insert_segment.execute(params![
+                    snapshot_id,
+                    memory_id,
+                    size_bits(segment.offset),
+                    size_bits(segment.size),
+                    id_bits(segment.address),
+                    opt(segment.pool),
+                    segment.stream,
+                    segment.expandable,
+                    size_bits(allocated),
+                ])?;
+            }
             for (ordinal, request) in memory.failed_requests.iter().enumerate() {
                 insert_failed.execute(params![
                     snapshot_id,

@@ -89,6 +89,33 @@ pub fn subtract(ranges: &[Range], cut: &[Range]) -> Vec<Range> {
         .collect()
 }
 
+/// The bytes each of the memory's segments gives its allocations (the parts of allocations that
+/// lie in it, overlapping bytes counted once), in the order of `memory.segments`.
+pub fn segment_usage(memory: &Memory) -> Vec<u64> {
+    let used = merge(
+        memory
+            .allocations
+            .iter()
+            .map(|allocation| allocation.range()),
+    );
+    memory
+        .segments
+        .iter()
+        .map(|segment| {
+            let within = Range {
+                offset: segment.offset,
+                size: segment.size,
+            };
+            let first = used.partition_point(|range| range.end() <= segment.offset);
+            used[first..]
+                .iter()
+                .take_while(|range| range.offset < within.end())
+                .map(|range| range.end().min(within.end()) - range.offset.max(within.offset))
+                .sum()
+        })
+        .collect()
+}
+
 /// The memory's holes: its listed free list, or else the gaps no allocation of any state covers.
 pub fn holes(memory: &Memory) -> Vec<Range> {
     // Holes between stand-in places or up to a stand-in capacity would be made up.

@@ -174,6 +174,23 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
         if let Some(unknown) = memory.unknown.text() {
             packed.text(Some("unknown")).text(Some(&unknown));
         }
+        if let Some(device_free) = memory.device_free {
+            packed.text(Some("device_free")).number(device_free);
+        }
+        if !memory.segments.is_empty() {
+            packed
+                .text(Some("segments"))
+                .number(memory.segments.len() as u64);
+            for segment in &memory.segments {
+                packed
+                    .number(segment.offset)
+                    .number(segment.size)
+                    .number(segment.address)
+                    .text(optional(segment.pool))
+                    .number(segment.stream)
+                    .number(u64::from(segment.expandable));
+            }
+        }
         packed.flush(&mut hasher);
     }
     hasher.digest128().to_le_bytes()

@@ -192,6 +192,23 @@ pub struct Memory {
     pub failed_requests: Vec<FailedRequest>,
     /// What the producer did not know about this memory (format v1's `unknown`).
     pub unknown: Unknown,
+    /// The allocator's segments (format v1's `segments`): a level inside the memory, sorted by
+    /// offset. Empty for a memory that is not carved into segments.
+    pub segments: Vec<Segment>,
+    /// What the device had free outside every allocator when the snapshot was taken.
+    pub device_free: Option<u64>,
+}
+
+/// A segment of a caching allocator (PyTorch's): a range of the memory the allocator obtained
+/// from the device at once, at `address` on the device, placed at `offset` in the memory.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Segment {
+    pub offset: u64,
+    pub size: u64,
+    pub address: u64,
+    pub pool: Option<Sym>,
+    pub stream: Option<i64>,
+    pub expandable: bool,
 }
 
 /// What a dump says it does not know about a memory: its figures that depend on it are unknown,
@@ -204,6 +221,10 @@ pub struct Unknown {
     pub placement: bool,
     /// The allocations listed may not be all the memory holds.
     pub allocations: bool,
+    /// Not a name of format v1: whether the dump lists the memory's holes. Listed holes are
+    /// the allocator's own free list, facts even where the capacity is unknown (a caching
+    /// allocator's free blocks inside its segments, the device's size not recorded).
+    pub holes_listed: bool,
 }
 
 impl Unknown {
@@ -214,9 +235,16 @@ impl Unknown {
         self.capacity || self.placement || self.allocations
     }
 
-    /// Whether the holes (and so free bytes, the largest hole, fragmentation) are known.
+    /// Whether the holes (and so free bytes, the largest hole, fragmentation) are known: when
+    /// nothing is unknown, or only the capacity and the holes are listed.
     pub fn holes_known(self) -> bool {
-        !self.any()
+        !self.placement && !self.allocations && (!self.capacity || self.holes_listed)
+    }
+
+    /// Whether the free bytes in total are known: the holes are, or the capacity and the
+    /// allocations are (then the free bytes are what the allocations leave).
+    pub fn free_known(self) -> bool {
+        self.holes_known() || (!self.capacity && !self.allocations)
     }
 
     pub fn names(self) -> Vec<&'static str> {

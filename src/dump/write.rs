@@ -102,6 +102,8 @@ impl Dump {
             let tail = object_text(&MemoryTail {
                 holes: &memory.holes,
                 failed_requests: &memory.failed_requests,
+                segments: &memory.segments,
+                device_free: memory.device_free,
             });
             memories.push((head, memory.allocations, tail));
         }
@@ -221,6 +223,25 @@ pub struct Memory {
     /// The allocator's free list, when the producer has it.
     pub holes: Option<Vec<Range>>,
     pub failed_requests: Vec<FailedRequest>,
+    /// A caching allocator's segments, the level inside the memory (FORMAT.md, `segments`).
+    pub segments: Vec<Segment>,
+    /// What the device had free outside every allocator.
+    pub device_free: Option<u64>,
+}
+
+/// One segment of a memory (FORMAT.md, `memories[].segments[]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    pub offset: u64,
+    pub size: u64,
+    /// Hex, with `0x`: where the segment lies on the device.
+    pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Text>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<i64>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expandable: bool,
 }
 
 /// The members of a memory before `allocations`, in the order a dump is written.
@@ -244,6 +265,10 @@ struct MemoryTail<'a> {
     holes: &'a Option<Vec<Range>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     failed_requests: &'a Vec<FailedRequest>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    segments: &'a Vec<Segment>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    device_free: Option<u64>,
 }
 
 impl Memory {
@@ -259,6 +284,8 @@ impl Memory {
             allocations: Allocations::default(),
             holes: None,
             failed_requests: Vec::new(),
+            segments: Vec::new(),
+            device_free: None,
         }
     }
 }

@@ -76,6 +76,40 @@ pub fn memory_table(conn: &Connection, run: Option<&str>) -> Result<Table> {
     )
 }
 
+/// The memories at each of the given snapshots with their figures there: used bytes (every
+/// allocation, pending frees included), reserved bytes (the sum of a memory's segments, NULL for
+/// a memory not carved into segments), free bytes (its holes: for a GPU, the free blocks inside
+/// its segments), the largest hole, and what the device had free outside when recorded.
+pub fn memories_at(conn: &Connection, snapshot_ids: &[i64], run: Option<&str>) -> Result<Table> {
+    let mut result: Option<Table> = None;
+    for &snapshot_id in snapshot_ids {
+        let found = table(
+            conn,
+            "SELECT ms.snapshot_id, m.memory_id, m.run, m.node, m.handle, m.kind, m.name, ms.capacity,
+                    ms.used_bytes,
+                    (SELECT sum(g.size) FROM segments g
+                     WHERE g.snapshot_id = ms.snapshot_id AND g.memory_id = ms.memory_id) AS reserved_bytes,
+                    (SELECT count(*) FROM segments g
+                     WHERE g.snapshot_id = ms.snapshot_id AND g.memory_id = ms.memory_id) AS segments,
+                    ms.free_bytes, ms.largest_hole, ms.device_free, ms.unknown
+             FROM memory_stats ms JOIN memories m ON m.memory_id = ms.memory_id
+             WHERE ms.snapshot_id = ?1 AND (?2 IS NULL OR m.run = ?2)
+             ORDER BY m.node, m.handle",
+            &[SqlValue::Integer(snapshot_id), optional_text(run)],
+        )?;
+        match &mut result {
+            None => result = Some(found),
+            Some(all) => all.rows.extend(found.rows),
+        }
+    }
+    match result {
+        Some(table) => Ok(table),
+        None => Err(Error::NotFound(
+            "no snapshot matches (see memstate snapshots)".into(),
+        )),
+    }
+}
+
 /// The figures of the given memories at the given snapshots (pairs of snapshot and memory ids).
 pub fn stats_table(conn: &Connection, pairs: &[(i64, i64)]) -> Result<Table> {
     // One query a snapshot for all its memories (not one a memory: thousands of memories would

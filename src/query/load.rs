@@ -141,7 +141,10 @@ fn load_layouts(
                     holes_listed: row.get(11)?,
                     holes: Vec::new(),
                     allocations: Vec::new(),
-                    unknown: unknown_of(row.get::<_, Option<String>>(14)?.as_deref()),
+                    unknown: Unknown {
+                        holes_listed: row.get(11)?,
+                        ..unknown_of(row.get::<_, Option<String>>(14)?.as_deref())
+                    },
                 },
                 row.get::<_, i64>(12)?,
             ))
@@ -519,6 +522,36 @@ pub fn cache_of(
             |row| Ok((row.get(0)?, row.get(1)?)),
         )
         .map_err(query_error)?;
+    // A memory carved into segments (a GPU, PyTorch's) is its cache by itself.
+    let carved = conn
+        .query_row(
+            "SELECT count(*), sum(sg.size), sum(CASE WHEN sg.allocated_bytes = 0 THEN sg.size ELSE 0 END),
+                    ms.free_bytes, ms.largest_hole
+             FROM segment sg JOIN memory_stats ms ON ms.snapshot_id = sg.snapshot_id AND ms.memory_id = sg.memory_id
+             WHERE sg.snapshot_id = ?1 AND sg.memory_id = ?2",
+            params![snapshot_id, memory_id],
+            |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, Option<i64>>(1)?,
+                    row.get::<_, Option<i64>>(2)?,
+                    row.get::<_, Option<i64>>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
+                ))
+            },
+        )
+        .map_err(query_error)?;
+    if let (count @ 1.., Some(reserved), Some(empty), free, largest) = carved {
+        return Ok(free.zip(largest).map(|(free, largest)| cache::Cache {
+            device: name.clone().unwrap_or(handle.clone()),
+            segments: to_u64(count),
+            reserved: to_u64(reserved),
+            cache_free: to_u64(free),
+            largest_block: to_u64(largest),
+            empty_bytes: to_u64(empty),
+            device_free,
+        }));
+    }
     let word = name.as_deref().and_then(cache::device_word);
     // One snapshot's memories (its index), those of the device chosen by name.
     let mut statement = conn

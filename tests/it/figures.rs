@@ -244,6 +244,8 @@ fn random_memory(random: &mut Random) -> Memory {
         listed_holes,
         failed_requests: Vec::new(),
         unknown: Default::default(),
+        segments: Vec::new(),
+        device_free: None,
     }
 }
 

@@ -45,6 +45,7 @@ mod storage;
 mod story;
 mod story_page;
 mod terminal;
+mod torch_devices;
 mod units;
 mod viz;
 mod wheel;

@@ -37,7 +37,9 @@ fn train(runs: &Path) {
 /// The stand-in's figures by hand: 2 MiB of weights and an activation of (k % 3 + 1) MiB in one
 /// 8 MiB segment, the rest one inactive block (a listed hole). Steps 2, 4, 6, 8 and 10 are due
 /// (every=2): activations 3, 2, 1, 3 and 2 MiB. The 7 MiB request fails during step 11
-/// (activation 3 MiB): used 5 MiB, the largest hole 3 MiB, fewer free bytes than asked.
+/// (activation 3 MiB): used 5 MiB, the largest hole 3 MiB, fewer free bytes than asked. The
+/// device is one memory, cuda:0, whose capacity is what `torch.cuda.mem_get_info` says (10 MiB,
+/// 0 free: the stand-in's), 8 MiB of it reserved in the one segment.
 #[test]
 fn ten_steps_every_two_give_five_snapshots_and_the_oom_one_in_order() {
     if !python() {
@@ -110,6 +112,18 @@ fn ten_steps_every_two_give_five_snapshots_and_the_oom_one_in_order() {
         })
         .unwrap();
     assert_eq!(failed, (7 * MIB, Some(0)));
+    let devices: Vec<(String, i64, i64, i64)> = conn
+        .prepare(
+            "SELECT DISTINCT m.name, ms.capacity, ms.device_free,
+                    (SELECT sum(g.size) FROM segments g WHERE g.snapshot_id = ms.snapshot_id AND g.memory_id = ms.memory_id)
+             FROM memory_stats ms JOIN memories m USING (memory_id)",
+        )
+        .unwrap()
+        .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(devices, [("cuda:0".to_string(), 10 * MIB, 0, 8 * MIB)]);
     let story = on_db(&db).arg("oom").output().unwrap();
     let told = String::from_utf8_lossy(&story.stdout);
     assert!(

@@ -104,7 +104,9 @@ fn inputs_of_no_known_kind_are_refused_and_the_run_can_be_named() {
     );
 }
 
-/// torch-snapshot.pickle (see make_torch_snapshot.py beside it). Final state, the last snapshot
+/// torch-snapshot.pickle (see make_torch_snapshot.py beside it). Device 0 is one memory, `cuda:0`
+/// (id 0), its capacity unknown (the pickle does not say the device's size), its two segments
+/// (both `large`, stream 0) placed by address: A at 0, B at 2 MiB. Final state, the last snapshot
 /// (reason request): segment A (2 MiB) holds 1 MiB valid at 0 (train.py:10, the user's frame
 /// under torch's own) and 512 KiB pending free at 1.5 MiB, its inactive block [1, 1.5) MiB a
 /// listed hole; B (2 MiB) is one listed hole. Replayed backwards: undoing the last free_requested
@@ -127,13 +129,22 @@ fn a_pytorch_snapshot_gives_its_final_state_and_the_states_its_trace_rebuilds() 
         [["0", "70000", "oom"], ["1", "90000", "request"]]
     );
     assert_eq!(
-        rows(&db, "SELECT s.seq, m.handle, ms.used_bytes, ms.free_bytes, ms.holes_listed FROM memory_stats ms
+        rows(&db, "SELECT s.seq, m.handle, m.name, coalesce(ms.capacity, 'unknown'), ms.used_bytes, ms.free_bytes,
+                          ms.hole_count, ms.largest_hole, ms.holes_listed FROM memory_stats ms
                    JOIN memories m USING (memory_id) JOIN snapshots s USING (snapshot_id) ORDER BY s.seq, m.handle"),
         [
-            ["0", "0x00007f0000000000", "1572864", "524288", "0"],
-            ["0", "0x00007f0000200000", "0", "2097152", "0"],
-            ["1", "0x00007f0000000000", "1572864", "524288", "1"],
-            ["1", "0x00007f0000200000", "0", "2097152", "1"],
+            ["0", "0x0000000000000000", "cuda:0", "unknown", "1572864", "2621440", "2", "2097152", "1"],
+            ["1", "0x0000000000000000", "cuda:0", "unknown", "1572864", "2621440", "2", "2097152", "1"],
+        ]
+    );
+    assert_eq!(
+        rows(&db, "SELECT s.seq, g.offset, g.size, g.address, g.pool, g.stream, g.expandable, g.allocated_bytes
+                   FROM segments g JOIN snapshots s USING (snapshot_id) ORDER BY s.seq, g.offset"),
+        [
+            ["0", "0", "2097152", "0x00007f0000000000", "large", "0", "0", "1572864"],
+            ["0", "2097152", "2097152", "0x00007f0000200000", "large", "0", "0", "0"],
+            ["1", "0", "2097152", "0x00007f0000000000", "large", "0", "0", "1572864"],
+            ["1", "2097152", "2097152", "0x00007f0000200000", "large", "0", "0", "0"],
         ]
     );
     assert_eq!(
@@ -152,7 +163,7 @@ fn a_pytorch_snapshot_gives_its_final_state_and_the_states_its_trace_rebuilds() 
     assert_eq!(
         rows(&db, "SELECT s.seq, m.handle, f.size FROM failed_requests f JOIN snapshots s USING (snapshot_id)
                    JOIN memories m USING (memory_id)"),
-        [["0", "0x00007f0000200000", "3145728"]]
+        [["0", "0x0000000000000000", "3145728"]]
     );
     // The device's story (device_free 0): 512 KiB + 2 MiB free in the cache, 0 outside, less
     // than 3 MiB: exhaustion; B holds no block, so 2 MiB would go back on emptying the cache.
@@ -188,15 +199,27 @@ fn a_pytorch_snapshot_gives_its_final_state_and_the_states_its_trace_rebuilds() 
                       WHERE s.seq = 0 ORDER BY a.offset"),
         [["0", "1048576", "valid"], ["1048576", "500224", "pending_free"]]
     );
+    // B is not mapped yet: the device reserves A alone, and the hole after the pending block
+    // runs to A's end (2 MiB - 1 MiB - 500224 bytes = 548352).
+    assert_eq!(
+        rows(
+            &every,
+            "SELECT (SELECT count(*) FROM segments g WHERE g.snapshot_id = s.snapshot_id),
+                             ms.used_bytes, ms.free_bytes, ms.largest_hole
+                      FROM memory_stats ms JOIN snapshots s USING (snapshot_id) WHERE s.seq = 0"
+        ),
+        [["1", "1548800", "548352", "548352"]]
+    );
 }
 
 /// torch-2.0.pickle (see make_torch_2_0.py beside it): PyTorch 2.0's form, blocks without
 /// `address` (placed one after another, as MemoryViz places them), provenance from the first
 /// `history` entry's frames, a trace without `time_us` and an `oom` entry with `device_free` and no
-/// `addr` (torch/csrc/cuda/Module.cpp, v2.0.0, `THCPModule_memorySnapshot`). By hand: S1 holds
-/// 8 MiB at 0 (train.py:20) and 8 MiB at 12 MiB (train.py:21); S2 10 MiB at 6 MiB (train.py:31);
-/// the device-1 segment nothing. The oom is the trace's last event, so the state before it is the
-/// final one; it lands on S2, device 0's segment with the largest free range (6 MiB against 4).
+/// `addr` (torch/csrc/cuda/Module.cpp, v2.0.0, `THCPModule_memorySnapshot`). By hand: two memories,
+/// cuda:0 (id 0) with S1 at 0 and S2 at 20 MiB, and cuda:1 (id 1) with its one segment. S1 holds
+/// 8 MiB at 0 (train.py:20) and 8 MiB at 12 MiB (train.py:21); S2 10 MiB at 20 + 6 = 26 MiB
+/// (train.py:31); cuda:1 nothing. The oom is the trace's last event, so the state before it is the
+/// final one; it lands on cuda:0.
 /// The story is the device's: cuda:0 reserves 20 + 20 = 40 MiB, 4 + 6 + 4 = 14 MiB free inside,
 /// largest block 6 MiB, 2 MiB free outside; 14 MiB >= 12 MiB > 6 MiB: fragmentation, and the
 /// advice is expandable segments. No device-0 segment is empty, so emptying the cache is not
@@ -212,9 +235,9 @@ fn a_pytorch_2_0_snapshot_is_read_and_its_oom_told_from_the_device() {
     );
     const MIB: u64 = 1 << 20;
     let expected: Vec<Vec<String>> = [
-        (0x7f0000000000u64, 0, 8 * MIB, "train.py:20"),
-        (0x7f0000000000, 12 * MIB, 8 * MIB, "train.py:21"),
-        (0x7f0002000000, 6 * MIB, 10 * MIB, "train.py:31"),
+        (0u64, 0, 8 * MIB, "train.py:20"),
+        (0, 12 * MIB, 8 * MIB, "train.py:21"),
+        (0, 26 * MIB, 10 * MIB, "train.py:31"),
     ]
     .iter()
     .map(|(handle, offset, size, provenance)| {
@@ -234,11 +257,21 @@ fn a_pytorch_2_0_snapshot_is_read_and_its_oom_told_from_the_device() {
         ),
         expected
     );
+    // Free inside the segments: S1 4 MiB, S2 6 + 4 MiB; cuda:1 its 40 MiB.
+    assert_eq!(
+        rows(&db, "SELECT m.name, ms.used_bytes, ms.free_bytes, ms.hole_count, ms.largest_hole, ms.capacity IS NULL
+                   FROM memory_stats ms JOIN memories m USING (memory_id) JOIN snapshots s USING (snapshot_id)
+                   WHERE s.seq = 1 ORDER BY m.name"),
+        [
+            ["cuda:0", (26 * MIB).to_string().as_str(), (14 * MIB).to_string().as_str(), "3", (6 * MIB).to_string().as_str(), "1"],
+            ["cuda:1", "0", (40 * MIB).to_string().as_str(), "1", (40 * MIB).to_string().as_str(), "1"],
+        ]
+    );
     assert_eq!(
         rows(&db, "SELECT m.handle, m.name, f.size, f.device_free FROM failed_requests f JOIN memories m USING (memory_id)"),
         [[
-            "0x00007f0002000000".to_string(),
-            "cuda:0 large pool segment".to_string(),
+            "0x0000000000000000".to_string(),
+            "cuda:0".to_string(),
             (12 * MIB).to_string(),
             (2 * MIB).to_string()
         ]]
@@ -272,16 +305,17 @@ fn a_pytorch_2_0_snapshot_is_read_and_its_oom_told_from_the_device() {
 
 /// torch-segments.pickle: `torch.cuda.memory_snapshot()` pickled, a bare list of segments, read as
 /// `_memory_viz.py`'s `_read` reads it (`{"segments": data, "traces": []}`): one snapshot, one
-/// 4 MiB segment with 1 MiB valid at 0 (train.py:40) and its 3 MiB inactive block a listed hole.
+/// 4 MiB segment with 1 MiB valid at 0 (train.py:40) and its 3 MiB inactive block a listed hole,
+/// in the memory of device 0, whose capacity the list does not say.
 #[test]
 fn a_pickled_bare_list_of_segments_is_one_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("t.db");
     import(&db, &[&fixture("torch-segments.pickle")], 0);
     assert_eq!(
-        rows(&db, "SELECT m.name, ms.capacity, ms.used_bytes, ms.free_bytes, ms.holes_listed, a.offset, a.size, a.provenance
+        rows(&db, "SELECT m.name, coalesce(ms.capacity, 'unknown'), ms.used_bytes, ms.free_bytes, ms.holes_listed, a.offset, a.size, a.provenance
                    FROM memory_stats ms JOIN memories m USING (memory_id) JOIN allocations a USING (snapshot_id, memory_id)"),
-        [["cuda:0 large pool segment", "4194304", "1048576", "3145728", "1", "0", "1048576", "train.py:40"]]
+        [["cuda:0", "unknown", "1048576", "3145728", "1", "0", "1048576", "train.py:40"]]
     );
 }
 

@@ -35,6 +35,8 @@ impl Parser<'_> {
                 "holes",
                 "failed_requests",
                 "unknown",
+                "segments",
+                "device_free",
             ],
             path,
         )?;
@@ -98,7 +100,15 @@ impl Parser<'_> {
                 }
             }
         }
+        unknown.holes_listed = listed_holes.is_some();
+        let segments = match self.optional(&map, "segments") {
+            Some(value) => self.segments(value, &path.key("segments"), capacity)?,
+            None => Vec::new(),
+        };
+        let device_free = self.optional_size(&map, "device_free", path)?;
         Ok(Memory {
+            device_free,
+            segments,
             unknown,
             id,
             kind,
@@ -362,6 +372,64 @@ impl Parser<'_> {
             time_ns,
             note,
         })
+    }
+
+    /// A memory's segments: each inside the capacity, no two overlapping; sorted by offset.
+    fn segments(&mut self, value: &Json, path: &Path, capacity: u64) -> Result<Vec<Segment>> {
+        let mut segments = Vec::new();
+        for (index, value) in self.array(value, path)?.iter().enumerate() {
+            let path = path.index(index);
+            let map = self.object(value, &path)?;
+            self.check_known(
+                map,
+                &["offset", "size", "address", "pool", "stream", "expandable"],
+                &path,
+            )?;
+            let offset = self.size(self.required(map, "offset", &path)?, &path.key("offset"))?;
+            let size = self.positive_size(self.required(map, "size", &path)?, &path.key("size"))?;
+            self.range_end(offset, size, capacity, &path)?;
+            let address = self.id(self.required(map, "address", &path)?, &path.key("address"))?;
+            let pool = self.optional_sym(map, "pool", &path)?;
+            let stream = self.optional_integer(map, "stream", &path, 0)?;
+            let expandable = match self.optional(map, "expandable") {
+                None => false,
+                Some(Json::Bool(flag)) => *flag,
+                Some(other) => {
+                    return Err(self.error(
+                        &path.key("expandable"),
+                        format!(
+                            "expected true or false, found {}",
+                            super::values::describe(other)
+                        ),
+                    ))
+                }
+            };
+            segments.push((
+                index,
+                Segment {
+                    offset,
+                    size,
+                    address,
+                    pool,
+                    stream,
+                    expandable,
+                },
+            ));
+        }
+        segments.sort_by_key(|(_, segment)| segment.offset);
+        for pair in segments.windows(2) {
+            let ((first, a), (second, b)) = (&pair[0], &pair[1]);
+            if a.offset.saturating_add(a.size) > b.offset {
+                return Err(self.error(
+                    &path.index(*second),
+                    format!(
+                        "overlaps segment {first} (offset {} + size {} passes offset {})",
+                        a.offset, a.size, b.offset
+                    ),
+                ));
+            }
+        }
+        Ok(segments.into_iter().map(|(_, segment)| segment).collect())
     }
 
     /// Rule 5 for allocations: uids are unique across all memories of the dump.

@@ -14,7 +14,7 @@ pub(super) fn failures(prepared: &dump::Prepared) -> Vec<(String, u64, &'static 
     for (memory, figures) in dump.memories.iter().zip(&prepared.figures) {
         for request in &memory.failed_requests {
             let unknown = memory.unknown;
-            let free_known = !unknown.capacity && !unknown.allocations;
+            let free_known = unknown.free_known();
             let cached = request
                 .device_free
                 .and_then(|device_free| cache_in(prepared, memory, device_free));
@@ -44,6 +44,37 @@ pub(super) fn failures(prepared: &dump::Prepared) -> Vec<(String, u64, &'static 
 /// database): the memories whose names share its device word, else the memory alone.
 fn cache_in(prepared: &dump::Prepared, failed: &dump::Memory, device_free: u64) -> Option<Cache> {
     let dump = &prepared.dump;
+    // A memory carved into segments (a GPU, PyTorch's) is its cache by itself.
+    if !failed.segments.is_empty() {
+        let figures = dump
+            .memories
+            .iter()
+            .zip(&prepared.figures)
+            .find(|(memory, _)| memory.id == failed.id)?
+            .1;
+        if !failed.unknown.holes_known() {
+            return None;
+        }
+        let usage = dump::figures::segment_usage(failed);
+        return Some(Cache {
+            device: failed.name.map_or_else(
+                || dump::format_id(failed.id),
+                |name| dump.text(name).to_string(),
+            ),
+            segments: failed.segments.len() as u64,
+            reserved: failed.segments.iter().map(|segment| segment.size).sum(),
+            cache_free: figures.free_bytes,
+            largest_block: figures.largest_hole,
+            empty_bytes: failed
+                .segments
+                .iter()
+                .zip(usage)
+                .filter(|(_, used)| *used == 0)
+                .map(|(segment, _)| segment.size)
+                .sum(),
+            device_free,
+        });
+    }
     let word = failed
         .name
         .map(|name| dump.text(name))
@@ -70,7 +101,7 @@ fn cache_in(prepared: &dump::Prepared, failed: &dump::Memory, device_free: u64) 
         if !same {
             continue;
         }
-        if memory.unknown != dump::Unknown::default() {
+        if memory.unknown.any() {
             return None;
         }
         found.segments += 1;

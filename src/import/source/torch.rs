@@ -2,23 +2,24 @@
 //! (keys as in `torch/csrc/cuda/Module.cpp` and `torch/cuda/_memory_viz.py`), read by
 //! [`super::pickle`], which never runs code.
 //!
-//! One memory per segment: its `address` is the memory id, `total_size` its capacity, its name the
-//! device and pool. Blocks `active_allocated` are valid allocations, `active_pending_free` (also
-//! spelled `active_awaiting_free`) pending_free ones, `inactive` ones listed holes; offsets are from
-//! the segment's address, sizes the blocks'. The segments are the final snapshot (reason
-//! `request`, the highest seq).
+//! One memory per CUDA device (`cuda:N`), its segments a level inside it with their pool, stream
+//! and address ([`layout`] says how they are placed). Blocks `active_allocated` are valid
+//! allocations, `active_pending_free` (also spelled `active_awaiting_free`) pending_free ones; the
+//! free ranges inside segments (`inactive` blocks) are listed holes. The segments are the final
+//! snapshot (reason `request`, the highest seq).
 //!
 //! `device_traces`, merged by `time_us`, are replayed backwards from that final state, as
 //! memory_viz does (traces are often truncated): `alloc` undone removes the block, `free_requested`
 //! makes it active again, `free_completed` brings it back pending free, `segment_alloc` and
-//! `segment_free` remove and restore segments. Each `oom` event gives a snapshot (reason `oom`) of
-//! the state just before it, with a failed request of the event's size on that device's segment
-//! with the largest free range. In rebuilt states an allocation still live at the end keeps its
+//! `segment_free` remove and restore segments, `segment_map` and `segment_unmap` shrink and grow
+//! an expandable segment's mapped ranges. Each `oom` event gives a snapshot (reason `oom`) of
+//! the state just before it, with a failed request of the event's size on that device's memory.
+//! In rebuilt states an allocation still live at the end keeps its
 //! final block size, any other its event size rounded up to a multiple of 512 (the allocator's
 //! rounding). `every` adds a rebuilt snapshot every that many events. The trailing `snapshot`
 //! entries make none of their own.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, Read};
 use std::sync::Arc;
 
@@ -133,10 +134,13 @@ struct Block {
 struct Segment {
     device: i64,
     total_size: u64,
+    /// `large` or `small`, with a private pool's id (`large, private pool 1.0`); empty when not
+    /// known (a segment the replay brought back from a `segment_free`).
     pool: String,
+    stream: Option<i64>,
+    /// An expandable segment's mapped range (`is_expandable`, PyTorch 2.1 on).
+    expandable: bool,
     blocks: BTreeMap<u64, Block>,
-    /// The final snapshot's inactive blocks (listed holes there only).
-    holes: Vec<(u64, u64)>,
 }
 
 /// The trace actions the replay knows (others are kept as `other` and change nothing).
@@ -249,8 +253,25 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                 _ => pickle.str(value).unwrap_or("").to_string(),
             },
         };
+        let pool = match pickle
+            .get(segment, "segment_pool_id")
+            .and_then(|id| pickle.items(id))
+        {
+            Some(&[a, b]) => match (pickle.int(a), pickle.int(b)) {
+                (Some(0), Some(0)) | (None, _) | (_, None) => pool,
+                (Some(a), Some(b)) => format!("{pool}, private pool {a}.{b}"),
+            },
+            _ => pool,
+        };
+        let stream = pickle
+            .get(segment, "stream")
+            .and_then(|value| pickle.int(value))
+            .and_then(|value| i64::try_from(value).ok());
+        let expandable = pickle
+            .get(segment, "is_expandable")
+            .and_then(|value| pickle.int(value))
+            == Some(1);
         let mut blocks = BTreeMap::new();
-        let mut holes = Vec::new();
         // Blocks tile their segment in order: one without `address` (PyTorch 2.0) starts where
         // the one before it ends, as MemoryViz's `annotate_snapshot` places them.
         let mut next = address;
@@ -267,8 +288,7 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
             if size == 0 {
                 continue;
             }
-            let offset = at
-                .checked_sub(address)
+            at.checked_sub(address)
                 .filter(|offset| {
                     offset
                         .checked_add(size)
@@ -289,10 +309,7 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                 Some((_, Some("active_pending_free" | "active_awaiting_free"))) => {
                     State::PendingFree
                 }
-                Some((_, Some(_))) => {
-                    holes.push((offset, size));
-                    continue;
-                }
+                Some((_, Some(_))) => continue,
                 Some((value, None)) => {
                     return Err(place(&format!(
                         "a block in an unknown state {}",
@@ -327,8 +344,9 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                 device,
                 total_size,
                 pool,
+                stream,
+                expandable,
                 blocks,
-                holes,
             },
         );
     }
@@ -467,6 +485,7 @@ pub fn read(
     let pickle = pickle::read(bytes)
         .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
     let final_state = segments(&pickle, display)?;
+    let mut devices: BTreeSet<i64> = final_state.values().map(|segment| segment.device).collect();
     if let Some(recorded) = recorder::recorded(&pickle, display)? {
         return recorder::emit(
             &final_state,
@@ -476,6 +495,9 @@ pub fn read(
         );
     }
     let order = events(&pickle, display, event_budget(bytes.len()))?;
+    // Every device the trace tells of has its memory in every snapshot, empty or not.
+    devices.extend(order.iter().map(|&(device, _)| i64::from(device)));
+    let recorded_devices = BTreeMap::new();
     let replaced = pickle.replaced;
     let time_of = |slot: Option<&(u32, pickle::Id)>| {
         slot.and_then(|&slot| event(&pickle, slot))
@@ -502,13 +524,10 @@ pub fn read(
         })
         .sum::<usize>();
     let chunk = (stops as f64 / 4.0).sqrt().ceil().max(1.0) as usize;
-    let mut start = Replayed {
+    let start = Replayed {
         state: final_state.clone(),
         dropped: 0,
     };
-    for segment in start.state.values_mut() {
-        segment.holes.clear();
-    }
     // First pass, from the end back: the state at the first stop of each chunk (the replay
     // resumes there), and the trace entries left out in all.
     let mut checkpoints: Vec<(usize, Replayed)> = vec![(order.len(), start.clone())];
@@ -577,7 +596,8 @@ pub fn read(
                 ));
             }
             note.push_str(&replaced_note(replaced));
-            let (memories, strings) = memories(stop.state, stop.failed, false);
+            let (memories, strings) =
+                memories(stop.state, &devices, &recorded_devices, stop.failed);
             held.push(Found {
                 run: None,
                 wall_time: None,
@@ -606,7 +626,7 @@ pub fn read(
             emit(found)?;
         }
     }
-    let (memories, strings) = memories(&final_state, None, true);
+    let (memories, strings) = memories(&final_state, &devices, &recorded_devices, None);
     emit(Found {
         run: None,
         wall_time: None,

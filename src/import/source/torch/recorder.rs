@@ -7,18 +7,20 @@
 //!  "run": "exp1", "rank": 0, "step": 50,
 //!  "time_ns": 1234567,           # since the Recorder was made
 //!  "wall_time_ns": 1796112000123456789,
-//!  "oom": None or {"device": 0, "alloc": 2097152, "device_alloc": ..., "device_free": ...}}
+//!  "oom": None or {"device": 0, "alloc": 2097152, "device_alloc": ..., "device_free": ...},
+//!  "devices": [{"device": 0, "free": ..., "total": ...}]}   # torch.cuda.mem_get_info
 //! ```
 //!
 //! One snapshot per file: node = rank, seq = step, the segments as torch gave them (the trace,
 //! when history recording is on, is not replayed: the Recorder's snapshots are the history).
 //! With `oom`, the request that failed (`alloc` bytes on `device`, with the driver's free bytes)
-//! goes on that device's segment with the largest free range, as for an `oom` event of a trace.
+//! goes on that device's memory, as for an `oom` event of a trace. `devices` (absent before
+//! memstate 0.7) gives each device's capacity (`total`) and what it had free (`free`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::layout::{DeviceMemory, Failed};
 use super::pickle::Pickle;
-use super::replay::largest_free;
 use super::{bad, memories, Segment};
 use crate::error::Result;
 use crate::import::source::Found;
@@ -36,6 +38,8 @@ pub(super) struct Recorded {
     wall_time_ns: Option<i64>,
     /// (device, bytes asked, the driver's free bytes).
     oom: Option<(i64, u64, Option<u64>)>,
+    /// Each device's free and total bytes, by device.
+    devices: BTreeMap<i64, DeviceMemory>,
 }
 
 /// The Recorder's entry of a snapshot, if it has one; an entry that is not a Recorder's as this
@@ -82,7 +86,49 @@ pub(super) fn recorded(pickle: &Pickle, display: &str) -> Result<Option<Recorded
         }
         _ => None,
     };
+    let mut devices = BTreeMap::new();
+    let listed = pickle.get(entry, "devices");
+    for (index, &device) in listed
+        .and_then(|list| pickle.items(list))
+        .unwrap_or(&[])
+        .iter()
+        .enumerate()
+    {
+        let value = |key: &str| pickle.get(device, key).and_then(|value| pickle.int(value));
+        let number = value("device")
+            .and_then(|number| i64::try_from(number).ok())
+            .filter(|&number| number >= 0)
+            .ok_or_else(|| {
+                bad(
+                    display,
+                    format!("memstate.devices[{index}].device: expected a device number"),
+                )
+            })?;
+        let size = |key: &str| -> Result<Option<u64>> {
+            match pickle.get(device, key) {
+                None => Ok(None),
+                Some(found) => pickle
+                    .int(found)
+                    .and_then(|value| u64::try_from(value).ok())
+                    .map(Some)
+                    .ok_or_else(|| {
+                        bad(
+                            display,
+                            format!("memstate.devices[{index}].{key}: expected a size in bytes"),
+                        )
+                    }),
+            }
+        };
+        devices.insert(
+            number,
+            DeviceMemory {
+                total: size("total")?.filter(|&total| total > 0),
+                free: size("free")?,
+            },
+        );
+    }
     Ok(Some(Recorded {
+        devices,
         run: text("run")
             .filter(|run| !run.is_empty())
             .map(str::to_string),
@@ -101,29 +147,25 @@ pub(super) fn emit(
     note_after: &str,
     emit: &mut dyn FnMut(Found) -> Result<()>,
 ) -> Result<()> {
-    let failed = recorded.oom.and_then(|(device, size, free)| {
-        let start = state
-            .iter()
-            .filter(|(_, segment)| segment.device == device)
-            .max_by_key(|(&start, segment)| {
-                (largest_free(start, segment), std::cmp::Reverse(start))
-            })
-            .map(|(&start, _)| start)?;
-        Some((start, size, recorded.time_ns, free))
+    let failed = recorded.oom.map(|(device, size, device_free)| Failed {
+        device,
+        size,
+        time_ns: recorded.time_ns,
+        device_free,
     });
-    let (memories, strings) = memories(state, failed, true);
+    let devices: BTreeSet<i64> = state
+        .values()
+        .map(|segment| segment.device)
+        .chain(recorded.devices.keys().copied())
+        .collect();
+    let (memories, strings) = memories(state, &devices, &recorded.devices, failed);
     let mut note = format!(
         "PyTorch allocator state recorded by memstate.torch.Recorder at step {} of rank {}",
         recorded.step, recorded.rank
     );
     if let Some((device, size, _)) = recorded.oom {
         note.push_str(&format!(
-            "; an allocation of {size} bytes failed on cuda:{device}{}",
-            if failed.is_none() {
-                " (no segment of that device to hold the request)"
-            } else {
-                ""
-            }
+            "; an allocation of {size} bytes failed on cuda:{device}"
         ));
     }
     note.push_str(note_after);

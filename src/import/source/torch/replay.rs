@@ -1,9 +1,16 @@
 //! The replay of an allocator trace back in time from the snapshot's final state: each event
-//! undone in turn (an `alloc` met removes its block, a free puts it back), stopping where a
-//! snapshot is rebuilt (before each `oom`, every `every` events).
+//! undone in turn (an `alloc` met removes its block, a free puts it back, a `segment_alloc`
+//! removes its segment and a `segment_free` brings it back, a `segment_map` takes its range out
+//! of the expandable segment that holds it and a `segment_unmap` puts its range back, joined
+//! to the mapped ranges beside it), stopping where a snapshot is rebuilt (before each `oom`,
+//! every `every` events). The expandable segments' rules are MemoryViz's (PyTorch
+//! `torch/utils/viz/MemoryViz.js`, `simulate_memory`: `map_segment` and `unmap_segment`), as
+//! the snapshot reports them: one segment per contiguous mapped range (`c10/cuda/
+//! CUDACachingAllocator.cpp`, `DeviceCachingAllocator::snapshot`).
 
 use std::collections::BTreeMap;
 
+use super::layout::Failed;
 use super::pickle::{self, Pickle};
 use super::{event, Block, Segment, State};
 use crate::error::Result;
@@ -14,15 +21,98 @@ fn segment_of(segments: &mut BTreeMap<u64, Segment>, addr: u64) -> Option<(u64, 
     (addr < start.saturating_add(segment.total_size)).then_some((start, segment))
 }
 
-/// The largest free range of a segment in a state.
-pub(super) fn largest_free(start: u64, segment: &Segment) -> u64 {
-    let mut largest = 0;
-    let mut at = start;
-    for (&addr, block) in &segment.blocks {
-        largest = largest.max(addr.saturating_sub(at));
-        at = at.max(addr.saturating_add(block.size));
+/// Undo a `segment_map`: take `[addr, addr + size)` out of the mapped range that holds it (its
+/// start, its end, or its middle, which leaves two ranges), the blocks staying with the range
+/// they lie in. A range no segment holds whole changes nothing.
+fn unmap(state: &mut BTreeMap<u64, Segment>, addr: u64, size: u64) {
+    let end = addr.saturating_add(size);
+    let Some((start, segment)) = segment_of(state, addr) else {
+        return;
+    };
+    let segment_end = start.saturating_add(segment.total_size);
+    if size == 0 || end > segment_end {
+        return;
     }
-    largest.max(start.saturating_add(segment.total_size).saturating_sub(at))
+    let Some(mut whole) = state.remove(&start) else {
+        return;
+    };
+    let mut after = whole.blocks.split_off(&addr);
+    let tail = after.split_off(&end);
+    let with = |total_size: u64, blocks: BTreeMap<u64, Block>, like: &Segment| Segment {
+        device: like.device,
+        total_size,
+        pool: like.pool.clone(),
+        stream: like.stream,
+        expandable: like.expandable,
+        blocks,
+    };
+    if end < segment_end {
+        state.insert(end, with(segment_end - end, tail, &whole));
+    }
+    if addr > start {
+        whole.total_size = addr - start;
+        state.insert(start, whole);
+    }
+}
+
+/// Undo a `segment_unmap`: put `[addr, addr + size)` back as a mapped range, joined to a mapped
+/// range of the same device (and stream, where known) that ends where it starts or starts where
+/// it ends. A range that overlaps a segment changes nothing.
+fn map(state: &mut BTreeMap<u64, Segment>, device: i64, addr: u64, size: u64) {
+    let end = addr.saturating_add(size);
+    if size == 0
+        || state
+            .range(..end)
+            .next_back()
+            .is_some_and(|(&start, segment)| start.saturating_add(segment.total_size) > addr)
+    {
+        return;
+    }
+    let joins = |segment: &Segment, stream: Option<i64>| {
+        segment.device == device
+            && segment.expandable
+            && (stream.is_none() || segment.stream.is_none() || segment.stream == stream)
+    };
+    let before = state
+        .range(..addr)
+        .next_back()
+        .filter(|(&start, segment)| {
+            start.saturating_add(segment.total_size) == addr && joins(segment, None)
+        })
+        .map(|(&start, _)| start);
+    let stream = before
+        .and_then(|start| state.get(&start))
+        .and_then(|segment| segment.stream);
+    let after = state
+        .get(&end)
+        .filter(|segment| joins(segment, stream))
+        .map(|_| end);
+    let mut joined = match before.and_then(|start| state.remove(&start).map(|s| (start, s))) {
+        Some((start, mut segment)) => {
+            segment.total_size = end - start;
+            (start, segment)
+        }
+        None => (
+            addr,
+            Segment {
+                device,
+                total_size: size,
+                pool: String::new(),
+                stream: None,
+                expandable: true,
+                blocks: BTreeMap::new(),
+            },
+        ),
+    };
+    if let Some(next) = after.and_then(|end| state.remove(&end)) {
+        joined.1.total_size = joined.1.total_size.saturating_add(next.total_size);
+        if joined.1.pool.is_empty() {
+            joined.1.pool = next.pool.clone();
+        }
+        joined.1.stream = joined.1.stream.or(next.stream);
+        joined.1.blocks.extend(next.blocks);
+    }
+    state.insert(joined.0, joined.1);
 }
 
 /// A state the replay stops at: the segments just before an `oom` event (with the failed
@@ -31,7 +121,7 @@ pub(super) struct Stop<'s> {
     pub time_ns: i64,
     pub reason: &'static str,
     pub state: &'s BTreeMap<u64, Segment>,
-    pub failed: Option<(u64, u64, i64, Option<u64>)>,
+    pub failed: Option<Failed>,
     pub note: String,
 }
 
@@ -83,20 +173,18 @@ pub(super) fn replay(
         let rounded = event.size.div_ceil(512).saturating_mul(512).max(512);
         match event.action {
             "oom" => {
-                let target = state
-                    .iter()
-                    .filter(|(_, segment)| segment.device == event.device)
-                    .max_by_key(|(&start, segment)| {
-                        (largest_free(start, segment), std::cmp::Reverse(start))
-                    })
-                    .map(|(&start, _)| start);
                 stop(
                     index,
                     Stop {
                     time_ns,
                     reason: "oom",
                     state,
-                    failed: target.map(|start| (start, event.size, time_ns, event.device_free)),
+                    failed: Some(Failed {
+                        device: event.device,
+                        size: event.size,
+                        time_ns,
+                        device_free: event.device_free,
+                    }),
                     note: format!(
                         "rebuilt from the allocator's trace: the state just before an out-of-memory on cuda:{} ({} bytes asked)",
                         event.device, event.size
@@ -156,11 +244,14 @@ pub(super) fn replay(
                     device: event.device,
                     total_size: event.size.max(1),
                     pool: String::new(),
+                    stream: None,
+                    expandable: false,
                     blocks: BTreeMap::new(),
-                    holes: Vec::new(),
                 });
             }
-            _ => {} // snapshot, segment_map/unmap and others: no state of their own here
+            "segment_map" => unmap(state, event.addr, event.size),
+            "segment_unmap" => map(state, event.device, event.addr, event.size),
+            _ => {} // snapshot and others: no state of their own here
         }
     }
     Ok(())

@@ -14,6 +14,9 @@ from . import _C, cuda, distributed  # noqa: F401
 MIB = 1 << 20
 SEGMENT = 0x7F0000000000
 CAPACITY = 8 * MIB
+# The device's size as torch.cuda.mem_get_info tells it: the allocator's 8 MiB segment and 2 MiB
+# held outside it (the CUDA context, another process), none of it free.
+DEVICE_TOTAL = 10 * MIB
 WEIGHTS = 2 * MIB
 
 _step = 0

@@ -18,7 +18,7 @@ def current_device():
 def mem_get_info(device=None):
     import torch
 
-    return (0, torch.CAPACITY)
+    return (0, torch.DEVICE_TOTAL)
 
 
 def memory_snapshot():
