@@ -643,6 +643,9 @@ fn import_three_times(dir: &Path, input: &Path, timeout: Duration) -> (f64, f64)
                 db.display().to_string(),
                 "import".into(),
                 "--quiet".into(),
+                // A profile of 1 GiB is past the default limit for one input (1 GiB).
+                "--max-dump-size".into(),
+                "8589934592".into(),
                 input.display().to_string(),
             ],
             timeout,

@@ -82,7 +82,7 @@ pub(super) fn write_spans(
     tx: &Connection,
     prepared: &Prepared,
     run_id: i64,
-    ids: &[i64],
+    (ids, stacks): (&[i64], &[i64]),
     memory_of: &[i64],
     (prev, next): (Option<i64>, Option<i64>),
     cache: Option<NodeSpans>,
@@ -106,6 +106,9 @@ pub(super) fn write_spans(
                     sym(allocation.kind),
                     opt(allocation.provenance),
                     opt(allocation.label),
+                    allocation
+                        .stack()
+                        .and_then(|stack| stacks.get(stack as usize).copied()),
                 ),
             )
         })

@@ -107,7 +107,14 @@ pub(super) fn stored_matches(
             };
             wanted_allocations.push((
                 (*memory_id, id_bits(allocation.uid)),
-                allocation_attrs(allocation, kind, provenance, label),
+                // An older memstate stored no stack: a dump with one is not the same.
+                allocation_attrs(
+                    allocation,
+                    kind,
+                    provenance,
+                    label,
+                    allocation.stack().map(|_| -1),
+                ),
             ));
         }
         wanted_holes.extend(

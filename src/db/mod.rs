@@ -20,6 +20,7 @@ mod rows;
 pub mod schema;
 mod span_tables;
 mod spans;
+mod stacks;
 pub mod writer;
 
 use std::path::{Path, PathBuf};

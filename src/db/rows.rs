@@ -24,6 +24,7 @@ pub(super) fn allocation_attrs(
     kind: i64,
     provenance: Option<i64>,
     label: Option<i64>,
+    stack: Option<i64>,
 ) -> AllocationAttrs {
     AllocationAttrs::new(
         size_bits(allocation.offset),
@@ -37,6 +38,7 @@ pub(super) fn allocation_attrs(
             provenance,
             label,
             gc_priority: allocation.gc_priority(),
+            stack,
         },
         allocation.attrs().map(str::to_string),
     )

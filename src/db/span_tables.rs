@@ -184,8 +184,8 @@ pub struct AllocationAttrs {
     pub kind: i64,
     pub state: u8,
     present: u8,
-    /// handle, alignment, created_ns, provenance, label, gc_priority; 0 where absent.
-    optional: [i64; 6],
+    /// handle, alignment, created_ns, provenance, label, gc_priority, stack; 0 where absent.
+    optional: [i64; 7],
     pub attrs: Option<String>,
 }
 
@@ -199,6 +199,8 @@ pub struct OptionalAttrs {
     pub provenance: Option<i64>,
     pub label: Option<i64>,
     pub gc_priority: Option<i64>,
+    /// The stack's id (`stack`).
+    pub stack: Option<i64>,
 }
 
 impl AllocationAttrs {
@@ -218,9 +220,10 @@ impl AllocationAttrs {
             optional.provenance,
             optional.label,
             optional.gc_priority,
+            optional.stack,
         ];
         let mut present = 0u8;
-        let mut values = [0i64; 6];
+        let mut values = [0i64; 7];
         for (index, value) in optional.iter().enumerate() {
             if let Some(value) = value {
                 present |= 1 << index;
@@ -259,6 +262,9 @@ impl AllocationAttrs {
     pub fn gc_priority(&self) -> Option<i64> {
         self.get(5)
     }
+    pub fn stack(&self) -> Option<i64> {
+        self.get(6)
+    }
 }
 
 /// Allocation spans, keyed by (memory id, uid).
@@ -269,7 +275,7 @@ pub struct AllocationSpans;
 /// migrations/V4__flat_views.sql); spans in memory carry its string id like every other text, so
 /// it is looked up both ways here.
 const ALLOCATION_COLUMNS: &str = "memory_id, uid, first_seq, last_seq, offset, size, state,
-     (SELECT k.id FROM string k WHERE k.value = span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs";
+     (SELECT k.id FROM string k WHERE k.value = span.kind), handle, alignment, created_ns, provenance, label, gc_priority, attrs, stack_id";
 
 /// Run `select` (with `?1` memory id, `?2` level, `?3`..`?4` the first_seq range and `?4` the seq
 /// the span must reach) for every memory and level, collecting the rows by key.
@@ -330,8 +336,8 @@ impl SpanTable for AllocationSpans {
     const COLUMNS: &'static str = ALLOCATION_COLUMNS;
     const INSERT: &'static str =
         "INSERT INTO allocation_span_stored (memory_id, level, first_seq, uid, last_seq, offset, size, state, kind, handle, alignment,
-                                      created_ns, provenance, label, gc_priority, attrs)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
+                                      created_ns, provenance, label, gc_priority, attrs, stack)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, (SELECT k.value FROM string k WHERE k.id = ?9), ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)";
 
     fn attrs(row: &rusqlite::Row) -> rusqlite::Result<Self::Attrs> {
         Ok(AllocationAttrs::new(
@@ -346,6 +352,7 @@ impl SpanTable for AllocationSpans {
                 provenance: row.get(11)?,
                 label: row.get(12)?,
                 gc_priority: row.get(13)?,
+                stack: row.get(15)?,
             },
             row.get(14)?,
         ))
@@ -374,6 +381,7 @@ impl SpanTable for AllocationSpans {
             a.label(),
             a.gc_priority(),
             a.attrs,
+            a.stack(),
         ])?;
         Ok(())
     }
@@ -419,23 +427,26 @@ mod tests {
 
     #[test]
     fn packed_attributes_keep_absent_apart_from_zero() {
-        let with = |[handle, alignment, created_ns, provenance, label, gc_priority]: [Option<i64>;
-                        6]| {
-            let optional = OptionalAttrs {
-                handle,
-                alignment,
-                created_ns,
-                provenance,
-                label,
-                gc_priority,
+        let with =
+            |[handle, alignment, created_ns, provenance, label, gc_priority, stack]: [Option<i64>;
+                 7]| {
+                let optional = OptionalAttrs {
+                    handle,
+                    alignment,
+                    created_ns,
+                    provenance,
+                    label,
+                    gc_priority,
+                    stack,
+                };
+                AllocationAttrs::new(0, 1, 2, 3, optional, None)
             };
-            AllocationAttrs::new(0, 1, 2, 3, optional, None)
-        };
-        let absent = with([None; 6]);
-        let zeros = with([Some(0); 6]);
+        let absent = with([None; 7]);
+        let zeros = with([Some(0); 7]);
         assert_ne!(absent, zeros);
         assert_eq!(absent.handle(), None);
         assert_eq!(zeros.gc_priority(), Some(0));
+        assert_eq!(zeros.stack(), Some(0));
         let mixed = with([
             Some(-1),
             None,
@@ -443,6 +454,7 @@ mod tests {
             Some(7),
             None,
             Some(i64::MAX),
+            Some(12),
         ]);
         assert_eq!(
             [
@@ -451,7 +463,8 @@ mod tests {
                 mixed.created_ns(),
                 mixed.provenance(),
                 mixed.label(),
-                mixed.gc_priority()
+                mixed.gc_priority(),
+                mixed.stack()
             ],
             [
                 Some(-1),
@@ -459,29 +472,20 @@ mod tests {
                 Some(i64::MIN),
                 Some(7),
                 None,
-                Some(i64::MAX)
+                Some(i64::MAX),
+                Some(12)
             ]
-        );
-        assert_eq!(
-            mixed,
-            with([
-                Some(-1),
-                None,
-                Some(i64::MIN),
-                Some(7),
-                None,
-                Some(i64::MAX)
-            ])
         );
         assert_ne!(
             mixed,
             with([
                 Some(-1),
-                Some(0),
+                None,
                 Some(i64::MIN),
                 Some(7),
                 None,
-                Some(i64::MAX)
+                Some(i64::MAX),
+                None
             ])
         );
     }

@@ -296,11 +296,12 @@ impl Statements<'_, '_> {
         let memory_of = self
             .write_memories(prepared, run_id, snapshot_id, &ids)
             .map_err(self.db_error())?;
+        let stacks = super::stacks::stack_ids(self.tx, dump, &ids).map_err(self.db_error())?;
         let (open, ends) = write_spans(
             self.tx,
             prepared,
             run_id,
-            &ids,
+            (&ids, &stacks),
             &memory_of,
             (prev, next),
             cache,

@@ -106,6 +106,18 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
             .text(object.attrs.as_deref())
             .flush(&mut hasher);
     }
+    let frame_digests: Vec<[u64; 2]> = dump
+        .frames
+        .iter()
+        .map(|frame| {
+            let mut one = Packed(Vec::new());
+            one.text(Some(text(frame.file)))
+                .number(frame.line)
+                .text(optional(frame.name));
+            let digest = xxhash_rust::xxh3::xxh3_128(&one.0);
+            [digest as u64, (digest >> 64) as u64]
+        })
+        .collect();
     let mut memories: Vec<&Memory> = dump.memories.iter().collect();
     memories.sort_by_key(|memory| memory.id);
     packed.number(memories.len() as u64).flush(&mut hasher);
@@ -142,6 +154,15 @@ pub fn content_digest(dump: &Dump) -> [u8; 16] {
             packed.number(fields.len() as u64);
             for (id, object, size) in fields {
                 packed.number(id).text(Some(object)).number(size);
+            }
+            // By its frames' texts (interning does not matter), each frame by its own digest
+            // (a long file name in a deep stack is hashed once), only when given.
+            if let Some(stack) = a.stack().and_then(|stack| dump.stacks.get(stack as usize)) {
+                packed.text(Some("stack")).number(stack.len() as u64);
+                for &frame in stack {
+                    let [low, high] = frame_digests.get(frame as usize).copied().unwrap_or([0, 0]);
+                    packed.number(low).number(high);
+                }
             }
             packed.flush(&mut hasher);
         }

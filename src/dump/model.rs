@@ -139,6 +139,18 @@ pub struct Dump {
     pub snapshot: Snapshot,
     pub objects: Vec<Object>,
     pub memories: Vec<Memory>,
+    /// Source locations (format v1's `frames`), each referred to by its index.
+    pub frames: Vec<Frame>,
+    /// Call stacks (format v1's `stacks`): frame indices, innermost first.
+    pub stacks: Vec<Vec<u32>>,
+}
+
+/// One source location of a call stack.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Frame {
+    pub file: Sym,
+    pub line: Option<i64>,
+    pub name: Option<Sym>,
 }
 
 impl Dump {
@@ -295,11 +307,13 @@ pub struct Allocation {
     extra: Option<Box<Extra>>,
 }
 
-/// What few allocations have: client fields and free-form attributes.
+/// What few allocations have: client fields, free-form attributes, a call stack (PyTorch's
+/// blocks: thousands in a dump, where a Legate report holds millions of instances without).
 #[derive(Debug, Clone, PartialEq, Hash)]
 struct Extra {
     fields: Vec<Field>,
     attrs: Option<String>,
+    stack: Option<u32>,
 }
 
 const HANDLE: usize = 0;
@@ -324,6 +338,8 @@ pub struct AllocationParts {
     pub fields: Vec<Field>,
     /// Free-form attributes as canonical JSON text (keys sorted), when given.
     pub attrs: Option<String>,
+    /// Its call stack: an index into the dump's `stacks`.
+    pub stack: Option<u32>,
 }
 
 impl AllocationParts {
@@ -343,6 +359,7 @@ impl AllocationParts {
             gc_priority: None,
             fields: Vec::new(),
             attrs: None,
+            stack: None,
         }
     }
 }
@@ -365,7 +382,7 @@ impl From<AllocationParts> for Allocation {
         allocation.give(ALIGNMENT, parts.alignment);
         allocation.give(CREATED_NS, parts.created_ns.map(|value| value as u64));
         allocation.give(GC_PRIORITY, parts.gc_priority.map(|value| value as u64));
-        allocation.set_extra(parts.fields, parts.attrs);
+        allocation.set_extra(parts.fields, parts.attrs, parts.stack);
         allocation
     }
 }
@@ -390,9 +407,14 @@ impl Allocation {
         }
     }
 
-    fn set_extra(&mut self, fields: Vec<Field>, attrs: Option<String>) {
-        self.extra =
-            (!fields.is_empty() || attrs.is_some()).then(|| Box::new(Extra { fields, attrs }));
+    fn set_extra(&mut self, fields: Vec<Field>, attrs: Option<String>, stack: Option<u32>) {
+        self.extra = (!fields.is_empty() || attrs.is_some() || stack.is_some()).then(|| {
+            Box::new(Extra {
+                fields,
+                attrs,
+                stack,
+            })
+        });
     }
 
     pub fn handle(&self) -> Option<u64> {
@@ -409,6 +431,11 @@ impl Allocation {
 
     pub fn gc_priority(&self) -> Option<i64> {
         self.get(GC_PRIORITY).map(|value| value as i64)
+    }
+
+    /// Its call stack, an index into the dump's `stacks`.
+    pub fn stack(&self) -> Option<u32> {
+        self.extra.as_deref().and_then(|extra| extra.stack)
     }
 
     /// The client objects the allocation's fields hold (empty when none was given).
@@ -439,6 +466,7 @@ impl Allocation {
             gc_priority: self.gc_priority(),
             fields: self.fields().to_vec(),
             attrs: self.attrs().map(str::to_string),
+            stack: self.stack(),
         }
     }
 }

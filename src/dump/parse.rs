@@ -274,7 +274,7 @@ impl<'f> Parser<'f> {
             top,
             &[
                 "format", "version", "producer", "run", "snapshot", "strings", "objects",
-                "memories",
+                "memories", "frames", "stacks",
             ],
             &root,
         )?;
@@ -293,6 +293,35 @@ impl<'f> Parser<'f> {
             .listed(memories, &root.key("memories"), true)?
             .unwrap_or_default();
         self.check_unique_uids(&memories)?;
+        let frames = match self.optional(top, "frames") {
+            Some(value) => self.frames(value, &root.key("frames"))?,
+            None => Vec::new(),
+        };
+        let stacks = match self.optional(top, "stacks") {
+            Some(value) => self.stacks(value, &root.key("stacks"), frames.len())?,
+            None => Vec::new(),
+        };
+        // Before the sort, while each allocation is at its place in the input.
+        for (m, memory) in memories.iter().enumerate() {
+            for (a, allocation) in memory.allocations.iter().enumerate() {
+                if let Some(stack) = allocation.stack() {
+                    if stack as usize >= stacks.len() {
+                        return Err(self.error(
+                            &root
+                                .key("memories")
+                                .index(m)
+                                .key("allocations")
+                                .index(a)
+                                .key("stack"),
+                            format!(
+                                "{stack} is out of range: the dump has {} stacks",
+                                stacks.len()
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
         for memory in &mut memories {
             memory
                 .allocations
@@ -306,7 +335,48 @@ impl<'f> Parser<'f> {
             snapshot,
             objects,
             memories,
+            frames,
+            stacks,
         })
+    }
+
+    /// `frames`: `{file, line, name}` each, `file` required.
+    fn frames(&mut self, value: &Json, path: &Path) -> Result<Vec<Frame>> {
+        let mut frames = Vec::new();
+        for (index, value) in self.array(value, path)?.iter().enumerate() {
+            let path = path.index(index);
+            let map = self.object(value, &path)?;
+            self.check_known(map, &["file", "line", "name"], &path)?;
+            let file = self.sym(self.required(map, "file", &path)?, &path.key("file"))?;
+            let line = self.optional_integer(map, "line", &path, 0)?;
+            let name = self.optional_sym(map, "name", &path)?;
+            frames.push(Frame { file, line, name });
+        }
+        Ok(frames)
+    }
+
+    /// `stacks`: each a list of indices into `frames`, innermost first.
+    fn stacks(&mut self, value: &Json, path: &Path, frames: usize) -> Result<Vec<Vec<u32>>> {
+        let mut stacks = Vec::new();
+        for (index, value) in self.array(value, path)?.iter().enumerate() {
+            let path = path.index(index);
+            let mut stack = Vec::new();
+            for (depth, value) in self.array(value, &path)?.iter().enumerate() {
+                let at = path.index(depth);
+                let frame = self.integer(value, &at, 0)?;
+                match u32::try_from(frame) {
+                    Ok(frame) if (frame as usize) < frames => stack.push(frame),
+                    _ => {
+                        return Err(self.error(
+                            &at,
+                            format!("{frame} is out of range: the dump has {frames} frames"),
+                        ))
+                    }
+                }
+            }
+            stacks.push(stack);
+        }
+        Ok(stacks)
     }
 
     /// The items of a streamed array, or the error that stands for it: the first error among its

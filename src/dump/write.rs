@@ -38,6 +38,20 @@ pub struct Dump {
     pub objects: Vec<Object>,
     pub memories: Vec<Memory>,
     pub strings: Vec<String>,
+    /// Source locations (FORMAT.md, `frames`).
+    pub frames: Vec<Frame>,
+    /// Call stacks: indices into `frames`, innermost first.
+    pub stacks: Vec<Vec<usize>>,
+}
+
+/// One source location of a call stack.
+#[derive(Debug, Clone, Serialize)]
+pub struct Frame {
+    pub file: Text,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<Text>,
 }
 
 /// The members of a dump before `memories`, in the order a dump is written.
@@ -58,6 +72,10 @@ struct DumpHead<'a> {
 struct DumpTail<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     strings: &'a Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    frames: &'a Vec<Frame>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    stacks: &'a Vec<Vec<usize>>,
 }
 
 impl Dump {
@@ -72,6 +90,8 @@ impl Dump {
             objects: Vec::new(),
             memories,
             strings: Vec::new(),
+            frames: Vec::new(),
+            stacks: Vec::new(),
         }
     }
 
@@ -88,6 +108,8 @@ impl Dump {
         });
         let tail = object_text(&DumpTail {
             strings: &self.strings,
+            frames: &self.frames,
+            stacks: &self.stacks,
         });
         let mut memories: Vec<(Vec<u8>, Allocations, Vec<u8>)> = Vec::new();
         for memory in self.memories {
@@ -412,6 +434,9 @@ pub struct Allocation {
     pub fields: Vec<Field>,
     #[serde(skip_serializing_if = "Attrs::is_empty")]
     pub attrs: Attrs,
+    /// Its call stack: an index into the dump's `stacks`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<usize>,
 }
 
 /// An allocation's `attrs`: a few named values, written as a JSON object with its keys in order
@@ -467,6 +492,7 @@ impl Allocation {
             gc_priority: None,
             fields: Vec::new(),
             attrs: Attrs::default(),
+            stack: None,
         }
     }
 }

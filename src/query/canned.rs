@@ -196,6 +196,10 @@ fn resolve(
         ParamKind::Snapshot if value.parse::<i64>().is_err() => {
             Ok(snapshot_named(conn, value, given_of(ParamKind::Memory))?.to_string())
         }
+        // A memory parameter whose default is `all` (every memory of the snapshot): -1.
+        ParamKind::Memory if value == "all" && param.default.as_deref() == Some("all") => {
+            Ok("-1".to_string())
+        }
         ParamKind::Memory if value.parse::<i64>().is_err() => {
             let handle = select::memory_handle(value).ok_or_else(|| {
                 wrong("expected a memory id (0x1e00000000000003) or its number".to_string())

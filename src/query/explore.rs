@@ -36,8 +36,9 @@ pub fn failures_since(conn: &Connection, since: i64) -> Result<Table> {
     )
 }
 
-/// One snapshot's memories with their figures, most fragmented first (then by id), `limit` of
-/// them from `offset`; and how many the snapshot holds (a snapshot id a selector resolved).
+/// One snapshot's memories with their figures: those where a request failed first (the failing
+/// device of a PyTorch OOM), then the most fragmented (then by id), `limit` of them from
+/// `offset`; and how many the snapshot holds (a snapshot id a selector resolved).
 pub fn memories_at(
     conn: &Connection,
     snapshot_id: i64,
@@ -57,7 +58,9 @@ pub fn memories_at(
                 st.free_bytes, st.largest_hole, st.fragmentation, st.allocation_count, st.hole_count
          FROM memory_stats st JOIN memories m ON m.memory_id = st.memory_id
          WHERE st.snapshot_id = :snapshot
-         ORDER BY st.fragmentation IS NULL, st.fragmentation DESC, st.memory_id
+         ORDER BY EXISTS (SELECT 1 FROM failed_requests f
+                          WHERE f.snapshot_id = st.snapshot_id AND f.memory_id = st.memory_id) DESC,
+                  st.fragmentation IS NULL, st.fragmentation DESC, st.memory_id
          LIMIT :limit OFFSET :offset",
         &[
             ("snapshot".to_string(), snapshot_id.to_string()),

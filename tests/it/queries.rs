@@ -173,6 +173,27 @@ fn golden_usage_at_a_snapshot_worked_out_by_hand() {
             &format!("a.py:4,1,50,{}", 50.0 / 650.0),
         ],
     );
+    // Stacks at seq 2 (frames a.py:1 alloc, model.py:10 forward, train.py:3 step, model.py:20
+    // backward): uids 1 and 6 (100 each) alloc < forward < step, uid 5 (300) alloc < backward <
+    // step, uid 4 (50) backward < step; uid 10 none. By hand: train.py:3 holds all four (550),
+    // a.py:1 uids 1, 5, 6 (500, innermost in each), model.py:20 uids 5 and 4 (350, innermost in
+    // uid 4: 50), model.py:10 uids 1 and 6 (200). Memory 1 (0x1e00000000000003) alone: the same.
+    for memory in [None, Some(("memory_id", "1"))] {
+        let mut parameters = vec![("snapshot_id", "3")];
+        parameters.extend(memory);
+        check(
+            &db,
+            "live-by-frame",
+            &parameters,
+            "frame,bytes,self_bytes,allocation_count",
+            &[
+                "train.py:3 step,550,0,4",
+                "a.py:1 alloc,500,500,3",
+                "model.py:20 backward,350,50,2",
+                "model.py:10 forward,200,0,2",
+            ],
+        );
+    }
     // uid 5 holds store-5 (y), uid 1 store-1 (x); uids 4, 6 and 10 hold no object (250 bytes).
     check(
         &db,

@@ -174,7 +174,8 @@ fn the_api_answers_what_the_views_hold() {
     let since = get(port, &format!("/api/overview?since={last}")).json();
     assert_eq!(since["snapshots"]["rows"].as_array().unwrap().len(), 0);
 
-    // The failed snapshot's memories, a page at a time, most fragmented first.
+    // The failed snapshot's memories, a page at a time: those where a request failed first,
+    // then the most fragmented.
     let failure = &failures[0];
     let (snapshot, memory) = (
         failure["snapshot_id"].as_i64().unwrap(),
@@ -190,9 +191,19 @@ fn the_api_answers_what_the_views_hold() {
     assert_eq!(rows.len(), 2.min(total as usize));
     let most: f64 = scalar(
         &db,
-        &format!("SELECT max(fragmentation) FROM memory_stats WHERE snapshot_id = {snapshot}"),
+        &format!("SELECT max(ms.fragmentation) FROM memory_stats ms JOIN failed_requests f USING (snapshot_id, memory_id)
+                  WHERE ms.snapshot_id = {snapshot}"),
     );
     assert_eq!(rows[0]["fragmentation"].as_f64().unwrap(), most);
+    let first = rows[0]["memory_id"].as_i64().unwrap();
+    let failed_there: i64 = scalar(
+        &db,
+        &format!("SELECT count(*) FROM failed_requests WHERE snapshot_id = {snapshot} AND memory_id = {first}"),
+    );
+    assert!(
+        failed_there > 0,
+        "the first memory listed is one where a request failed"
+    );
 
     // The trend: one row per snapshot of the memory, used bytes as the view has them.
     let trend = get(port, &format!("/api/trend?memory={memory}")).json();

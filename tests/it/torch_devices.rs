@@ -233,3 +233,179 @@ fn memories_of_any_snapshot_give_each_devices_used_and_reserved_bytes() {
         [["cuda:1".to_string(), (4 * MIB).to_string(), MIB.to_string()]]
     );
 }
+
+/// A frame as `torch/csrc/cuda/Module.cpp` writes it.
+fn frame(file: &str, line: i128, name: &str) -> crate::pickles::Py {
+    use crate::pickles::{text, Py};
+    Py::Dict(vec![
+        ("filename", text(file)),
+        ("line", Py::Int(line)),
+        ("name", text(name)),
+    ])
+}
+
+/// Whole stacks, with shared prefixes, kept and summed by frame. One 16 MiB segment holds A
+/// (1 MiB: linear.py:10 < model.py:20 < train.py:5 < main.py:1), B (2 MiB: conv.py:30 <
+/// model.py:21 < train.py:5 < main.py:1), C (4 MiB: optim.py:40 < train.py:6 < main.py:1), D
+/// (512 KiB pending free, A's stack again) and E (1 MiB: f.py:1 < f.py:1 < main.py:1, a
+/// recursion). By hand: main.py:1 holds all 8.5 MiB (5 blocks); train.py:5 A, B and D (3.5 MiB);
+/// optim.py:40 and train.py:6 C's 4 MiB (optim.py:40 innermost: self 4 MiB); model.py:21 and
+/// conv.py:30 B's 2 MiB; linear.py:10 and model.py:20 A and D's 1.5 MiB; f.py:1 E's 1 MiB,
+/// counted once though it is twice in E's stack. Nine frames, four stacks (A and D share one).
+#[test]
+fn whole_stacks_are_kept_and_live_bytes_summed_by_frame() {
+    use crate::pickles::{block, pickled, segment, text, Py};
+    const S: i128 = 0x7f00_0000_0000;
+    const M: i128 = 1 << 20;
+    let a_stack = || {
+        vec![
+            frame(
+                "/usr/lib/python3/site-packages/torch/nn/linear.py",
+                10,
+                "forward",
+            ),
+            frame("model.py", 20, "forward"),
+            frame("train.py", 5, "step"),
+            frame("main.py", 1, "main"),
+        ]
+    };
+    let blocks = vec![
+        block(S, M, "active_allocated", a_stack()),
+        block(
+            S + M,
+            2 * M,
+            "active_allocated",
+            vec![
+                frame("conv.py", 30, "forward"),
+                frame("model.py", 21, "forward"),
+                frame("train.py", 5, "step"),
+                frame("main.py", 1, "main"),
+            ],
+        ),
+        block(
+            S + 3 * M,
+            4 * M,
+            "active_allocated",
+            vec![
+                frame("optim.py", 40, "step"),
+                frame("train.py", 6, "step"),
+                frame("main.py", 1, "main"),
+            ],
+        ),
+        block(S + 7 * M, M / 2, "active_pending_free", a_stack()),
+        block(
+            S + 7 * M + M / 2,
+            M,
+            "active_allocated",
+            vec![
+                frame("f.py", 1, "rec"),
+                frame("f.py", 1, "rec"),
+                frame("main.py", 1, "main"),
+            ],
+        ),
+        block(S + 8 * M + M / 2, 7 * M + M / 2, "inactive", vec![]),
+    ];
+    let snapshot = Py::Dict(vec![
+        ("segments", Py::List(vec![segment(S, 16 * M, blocks)])),
+        ("device_traces", Py::List(vec![Py::List(vec![])])),
+        (
+            "allocator_settings",
+            Py::Dict(vec![("PYTORCH_CUDA_ALLOC_CONF", text(""))]),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = crate::common::write(dir.path(), "stacks.pickle", &pickled(&snapshot));
+    let db = dir.path().join("t.db");
+    crate::common::import(&db, &[&path], 0);
+    assert_eq!(
+        rows(&db, "SELECT (SELECT count(*) FROM frames), (SELECT count(DISTINCT stack_id) FROM stack_frames)"),
+        [["9", "4"]]
+    );
+    let mib = |tenths: u64| (tenths * MIB / 10).to_string();
+    let expected: Vec<Vec<String>> = [
+        ("main.py:1 main", 85, 0, 5),
+        ("optim.py:40 step", 40, 40, 1),
+        ("train.py:6 step", 40, 0, 1),
+        ("train.py:5 step", 35, 0, 3),
+        ("conv.py:30 forward", 20, 20, 1),
+        ("model.py:21 forward", 20, 0, 1),
+        (
+            "/usr/lib/python3/site-packages/torch/nn/linear.py:10 forward",
+            15,
+            15,
+            2,
+        ),
+        ("model.py:20 forward", 15, 0, 2),
+        ("f.py:1 rec", 10, 10, 1),
+    ]
+    .iter()
+    .map(|&(frame, bytes, own, count)| {
+        vec![frame.to_string(), mib(bytes), mib(own), count.to_string()]
+    })
+    .collect();
+    for memory in [None, Some("memory_id=0x0")] {
+        let mut command = on_db(&db);
+        command.args([
+            "report",
+            "live-by-frame",
+            "-p",
+            "snapshot_id=latest",
+            "--format",
+            "csv",
+        ]);
+        if let Some(memory) = memory {
+            command.args(["-p", memory]);
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{output:?}");
+        let text = String::from_utf8(output.stdout).unwrap();
+        let got: Vec<Vec<String>> = text
+            .lines()
+            .skip(1)
+            .map(|line| line.split(',').map(str::to_string).collect())
+            .collect();
+        assert_eq!(got, expected, "{memory:?}");
+    }
+    // Provenance stays the first frame that is not torch's own.
+    assert_eq!(
+        rows(
+            &db,
+            "SELECT provenance FROM allocations ORDER BY offset LIMIT 1"
+        ),
+        [["model.py:20"]]
+    );
+}
+
+/// The explorer lists the failing device first: at the oom, cuda:1 failed a 4 MiB request, though
+/// cuda:0 is the more fragmented (holes of 8 and 6 MiB: 1 - 8/14 against cuda:1's one hole, 0).
+#[test]
+fn the_explorer_opens_on_the_failing_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    on_db(&db)
+        .args(["import", "--every", "1"])
+        .arg(fixture("torch-expandable.pickle"))
+        .assert()
+        .success();
+    let oom = &rows(
+        &db,
+        "SELECT snapshot_id FROM snapshots WHERE reason = 'oom'",
+    )[0][0];
+    assert_eq!(
+        rows(&db, &format!("SELECT m.name, round(ms.fragmentation, 4) FROM memory_stats ms JOIN memories m USING (memory_id)
+                            WHERE ms.snapshot_id = {oom} ORDER BY m.name")),
+        [
+            ["cuda:0".to_string(), format!("{}", ((1.0 - 8.0 / 14.0) * 10000.0f64).round() / 10000.0)],
+            ["cuda:1".to_string(), "0".to_string()],
+        ]
+    );
+    let served = crate::serve::serve(&db, &[]);
+    let memories = crate::serve::get(served.port, &format!("/api/memories?snapshot={oom}")).json();
+    let names: Vec<&str> = memories["table"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["cuda:1", "cuda:0"]);
+}

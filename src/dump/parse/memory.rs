@@ -196,7 +196,17 @@ impl Parser<'_> {
             }
         }
         let attrs = self.attrs(map, path)?;
+        let stack = match self.optional_integer(map, "stack", path, 0)? {
+            None => None,
+            Some(index) => Some(u32::try_from(index).map_err(|_| {
+                self.error(
+                    &path.key("stack"),
+                    format!("{index} is no index of the dump's stacks (at most 2^32 - 1)"),
+                )
+            })?),
+        };
         Ok(AllocationParts {
+            stack,
             uid,
             handle,
             kind,

@@ -331,7 +331,7 @@ impl<'de> Visitor<'de> for MemorySeed<'_, '_> {
 }
 
 /// The keys of an allocation object, in the order [`AllocationFields`] keeps their values.
-pub const ALLOCATION_KEYS: [&str; 13] = [
+pub const ALLOCATION_KEYS: [&str; 14] = [
     "uid",
     "handle",
     "kind",
@@ -345,12 +345,13 @@ pub const ALLOCATION_KEYS: [&str; 13] = [
     "gc_priority",
     "fields",
     "attrs",
+    "stack",
 ];
 
 /// One allocation object read straight into its known fields: no list of members to build and
 /// search, and the values of unknown keys skipped unread.
 pub struct AllocationFields<'de> {
-    values: [Option<Json<'de>>; 13],
+    values: [Option<Json<'de>>; ALLOCATION_KEYS.len()],
     /// The first key that is not an allocation's.
     unknown: Option<Cow<'de, str>>,
     /// The first key written twice.

@@ -165,6 +165,15 @@ pub struct Found {
     pub run: Option<String>,
     /// The wall time the input gives (RFC 3339), when it gives one.
     pub wall_time: Option<String>,
+    /// Format v1's `frames` and `stacks`, which the allocations' `stack` values refer to.
+    pub calls: Calls,
+}
+
+/// A dump's call stacks: format v1's `frames` and `stacks`.
+#[derive(Debug, Clone, Default)]
+pub struct Calls {
+    pub frames: Vec<write::Frame>,
+    pub stacks: Vec<Vec<usize>>,
 }
 
 /// The run an input's dumps belong to: `--run`, else the file's name without its compression
@@ -309,6 +318,8 @@ fn record_of(found: Found, seq: i64, run: &str, display: &str) -> Record {
     let source = format!("{display}:{}", found.line);
     let mut dump = write::Dump::new(run, snapshot, found.memories);
     dump.strings = found.strings;
+    dump.frames = found.calls.frames;
+    dump.stacks = found.calls.stacks;
     Record {
         source,
         text: dump.into_json(),

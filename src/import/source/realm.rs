@@ -207,6 +207,7 @@ impl Reader {
             .failed_requests
             .extend(named.and_then(|named| request(named, size)));
         self.found.push(Found {
+            calls: Default::default(),
             run: None,
             wall_time: None,
             line: block.line,
@@ -226,6 +227,7 @@ impl Reader {
         value.unknown = vec!["capacity", "allocations"];
         value.failed_requests.extend(request(named, named.size));
         self.found.push(Found {
+            calls: Default::default(),
             run: None,
             wall_time: None,
             line: number,

@@ -27,10 +27,12 @@ mod layout;
 mod provenance;
 mod recorder;
 mod replay;
+mod stacks;
 
 use layout::memories;
 use provenance::Provenances;
 use replay::{replay, Replayed, Stop};
+use stacks::Stacks;
 
 use super::pickle::{self, Pickle};
 use super::{Found, Kind, Options, Source};
@@ -128,6 +130,8 @@ struct Block {
     state: State,
     /// Shared by the blocks allocated at the same place.
     provenance: Option<Arc<str>>,
+    /// Its whole call stack, an index into the pickle's [`Stacks`].
+    stack: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -165,6 +169,8 @@ struct Event {
     time_us: i64,
     /// An `oom` event's: what the driver had free outside the cache.
     device_free: Option<u64>,
+    /// Its `frames` list.
+    frames: Option<pickle::Id>,
 }
 
 fn bad(display: &str, message: impl Into<String>) -> Error {
@@ -203,7 +209,7 @@ fn unsigned(pickle: &Pickle, dict: pickle::Id, key: &str) -> Option<u64> {
 /// The longest pool name (`segment_type`) read: PyTorch writes `large` or `small`.
 const LONGEST_POOL: usize = 64;
 
-fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
+fn segments(pickle: &Pickle, display: &str, stacks: &mut Stacks) -> Result<BTreeMap<u64, Segment>> {
     let mut provenances = Provenances::new(pickle.len());
     // A pickled bare list is the segments alone (`torch.cuda.memory_snapshot()`), which
     // `_memory_viz.py`'s `_read` takes as `{"segments": data, "traces": []}`.
@@ -324,12 +330,17 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
                 )));
             }
             let provenance = provenances.of(pickle, block).map_err(|why| place(&why))?;
+            let stack = match provenance::frames_of(pickle, block) {
+                Some(list) => stacks.of(pickle, list).map_err(|why| place(&why))?,
+                None => None,
+            };
             blocks.insert(
                 at,
                 Block {
                     size,
                     state,
                     provenance,
+                    stack,
                 },
             );
         }
@@ -357,7 +368,12 @@ fn segments(pickle: &Pickle, display: &str) -> Result<BTreeMap<u64, Segment>> {
 /// among equal times): 8 bytes an event, read into an [`Event`] when the replay comes to it.
 /// A figure of an entry that is there but no unsigned 64-bit integer is refused, named by its
 /// place in the pickle (`device_traces[D][I]`).
-fn events(pickle: &Pickle, display: &str, budget: usize) -> Result<Vec<(u32, pickle::Id)>> {
+fn events(
+    pickle: &Pickle,
+    display: &str,
+    budget: usize,
+    stacks: &mut Stacks,
+) -> Result<Vec<(u32, pickle::Id)>> {
     let mut order = Vec::new();
     let Some(traces) = pickle
         .get(pickle.root, "device_traces")
@@ -385,6 +401,16 @@ fn events(pickle: &Pickle, display: &str, budget: usize) -> Result<Vec<(u32, pic
                         display,
                         format!("device_traces[{device}][{position}]: an oom event without a size (or of size 0): what was asked is not known"),
                     ));
+                }
+                if let (Some(list), "alloc" | "free_requested" | "free_completed") =
+                    (found.frames, found.action)
+                {
+                    stacks.of(pickle, list).map_err(|why| {
+                        bad(
+                            display,
+                            format!("device_traces[{device}][{position}]: {why}"),
+                        )
+                    })?;
                 }
                 order.push((device, entry));
                 if order.len() > budget {
@@ -415,6 +441,7 @@ fn event(pickle: &Pickle, (device, entry): (u32, pickle::Id)) -> Option<Event> {
             size: folded.size.unwrap_or(0),
             time_us: folded.time_us.unwrap_or(0),
             device_free: folded.device_free,
+            frames: folded.frames,
         });
     }
     let action = pickle.get(entry, "action")?;
@@ -430,6 +457,7 @@ fn event(pickle: &Pickle, (device, entry): (u32, pickle::Id)) -> Option<Event> {
             .and_then(|t| i64::try_from(t).ok())
             .unwrap_or(0),
         device_free: unsigned(pickle, entry, "device_free"),
+        frames: pickle.get(entry, "frames"),
     })
 }
 
@@ -484,17 +512,20 @@ pub fn read(
 ) -> Result<()> {
     let pickle = pickle::read(bytes)
         .map_err(|error| bad(display, format!("byte {}: {}", error.at, error.message)))?;
-    let final_state = segments(&pickle, display)?;
+    let mut stacks = Stacks::new(bytes.len());
+    let final_state = segments(&pickle, display, &mut stacks)?;
     let mut devices: BTreeSet<i64> = final_state.values().map(|segment| segment.device).collect();
     if let Some(recorded) = recorder::recorded(&pickle, display)? {
         return recorder::emit(
             &final_state,
+            &stacks,
             recorded,
             &replaced_note(pickle.replaced),
             emit,
         );
     }
-    let order = events(&pickle, display, event_budget(bytes.len()))?;
+    let order = events(&pickle, display, event_budget(bytes.len()), &mut stacks)?;
+    let stacks = stacks;
     // Every device the trace tells of has its memory in every snapshot, empty or not.
     devices.extend(order.iter().map(|&(device, _)| i64::from(device)));
     let recorded_devices = BTreeMap::new();
@@ -566,7 +597,7 @@ pub fn read(
         // The state handed to a stop is the one before the event's own effect, as resuming
         // at `index + 1` finds it.
         replay(
-            &pickle,
+            (&pickle, &stacks),
             &order,
             0..order.len(),
             &mut replayed,
@@ -596,8 +627,13 @@ pub fn read(
                 ));
             }
             note.push_str(&replaced_note(replaced));
-            let (memories, strings) =
-                memories(stop.state, &devices, &recorded_devices, stop.failed);
+            let (memories, strings, calls) = memories(
+                stop.state,
+                &devices,
+                &recorded_devices,
+                stop.failed,
+                &stacks,
+            );
             held.push(Found {
                 run: None,
                 wall_time: None,
@@ -608,11 +644,12 @@ pub fn read(
                 note: Some(note),
                 memories,
                 strings,
+                calls,
             });
             Ok(())
         };
         replay(
-            &pickle,
+            (&pickle, &stacks),
             &order,
             floor..end,
             &mut replayed,
@@ -626,7 +663,8 @@ pub fn read(
             emit(found)?;
         }
     }
-    let (memories, strings) = memories(&final_state, &devices, &recorded_devices, None);
+    let (memories, strings, calls) =
+        memories(&final_state, &devices, &recorded_devices, None, &stacks);
     emit(Found {
         run: None,
         wall_time: None,
@@ -640,5 +678,6 @@ pub fn read(
         )),
         memories,
         strings,
+        calls,
     })
 }

@@ -196,6 +196,7 @@ pub(super) fn snapshot(report: Report, display: &str) -> Result<Found> {
         });
     }
     Ok(Found {
+        calls: Default::default(),
         run: None,
         wall_time: None,
         line: report.line,

@@ -16,6 +16,8 @@ pub struct TraceEntry {
     pub size: Option<u64>,
     pub time_us: Option<i64>,
     pub device_free: Option<u64>,
+    /// The entry's `frames` list, when it has one.
+    pub frames: Option<Id>,
 }
 
 /// A [`TraceEntry`] as the arena keeps it, in 32 bytes: which numbers are present (bits 0-3:
@@ -26,6 +28,8 @@ pub(super) struct Folded {
     pub(super) action: Id,
     pub(super) present: u8,
     pub(super) numbers: [u64; 3],
+    /// The `frames` list (`Id::MAX` when none).
+    pub(super) frames: Id,
 }
 
 impl Folded {
@@ -92,6 +96,7 @@ impl Reader<'_> {
             size: None,
             time_us: None,
             device_free: None,
+            frames: None,
         };
         for pair in values.chunks(2) {
             let Some(key) = self.short_key(pair[0]) else {
@@ -120,7 +125,8 @@ impl Reader<'_> {
                     }
                 }
                 "time_us" if number.is_some() => entry.time_us = number,
-                "stream" | "frames" | "cpp_frames" | "compile_context" | "user_metadata" => {}
+                "frames" => entry.frames = Some(pair[1]),
+                "stream" | "cpp_frames" | "compile_context" | "user_metadata" => {}
                 _ => return false,
             }
         }
@@ -133,6 +139,7 @@ impl Reader<'_> {
             action: entry.action,
             present: 0,
             numbers: [0; 3],
+            frames: entry.frames.unwrap_or(Id::MAX),
         };
         let numbers = [
             entry.addr,

@@ -217,6 +217,7 @@ impl Pickle<'_> {
                     device_free: folded
                         .number(3)
                         .and_then(|_| self.arena.device_free.get(&at).copied()),
+                    frames: (folded.frames != Id::MAX).then_some(folded.frames),
                 })
             }
             _ => None,
@@ -264,7 +265,7 @@ struct Reader<'b> {
 pub(super) const NODE_BYTES: usize = 16;
 pub(super) const CONTAINER_BYTES: usize = 24;
 pub(super) const ITEM_BYTES: usize = 4;
-pub(super) const FOLDED_BYTES: usize = 32;
+pub(super) const FOLDED_BYTES: usize = std::mem::size_of::<entry::Folded>();
 
 /// The most the arena may hold for a pickle of `bytes` bytes: three times the pickle plus 32 MiB.
 /// A PyTorch snapshot holds well under twice its size (its trace entries are folded as they are

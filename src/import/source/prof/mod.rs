@@ -344,6 +344,7 @@ impl Plan {
                 note.push_str(&format!("; the peak of {kind} {}", id_text(*memory)));
             }
             emit(Found {
+                calls: Default::default(),
                 run: None,
                 wall_time: None,
                 line: ordinal + 1,

@@ -10,8 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::stacks::{DumpCalls, Stacks};
 use super::{Segment, State};
 use crate::dump::write;
+use crate::import::source::Calls;
 
 /// What was recorded of a device outside the allocator (`torch.cuda.mem_get_info`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -40,14 +42,16 @@ fn placement_key(start: u64, segment: &Segment) -> (&str, Option<i64>, u64) {
 }
 
 /// The memories of a state (one per device in `devices`, and the failed request's), as format
-/// v1 writes them, and the dump's `strings`: each provenance written once per dump, however many
-/// blocks share it.
+/// v1 writes them, the dump's `strings` (each provenance written once per dump, however many
+/// blocks share it), and its `frames` and `stacks` (those its blocks use).
 pub(super) fn memories(
     segments: &BTreeMap<u64, Segment>,
     devices: &BTreeSet<i64>,
     recorded: &BTreeMap<i64, DeviceMemory>,
     failed: Option<Failed>,
-) -> (Vec<write::Memory>, Vec<String>) {
+    stacks: &Stacks,
+) -> (Vec<write::Memory>, Vec<String>, Calls) {
+    let mut calls = DumpCalls::new(stacks);
     let mut strings: Vec<String> = Vec::new();
     let mut interned: HashMap<*const u8, usize> = HashMap::new();
     let mut intern = |text: &Arc<str>| {
@@ -107,6 +111,7 @@ pub(super) fn memories(
                         .provenance
                         .as_ref()
                         .map(|text| write::Text::Index(intern(text)));
+                    allocation.stack = block.stack.and_then(|stack| calls.stack(stack));
                     allocations.push(&allocation);
                 }
                 if segment.total_size > free_from {
@@ -149,5 +154,5 @@ pub(super) fn memories(
             memory
         })
         .collect();
-    (memories, strings)
+    (memories, strings, calls.finish())
 }

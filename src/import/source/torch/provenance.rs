@@ -109,7 +109,7 @@ impl Provenances {
 }
 
 /// A block's frames: its own, or those of its first `history` entry (PyTorch 2.0).
-fn frames_of(pickle: &Pickle, block: pickle::Id) -> Option<pickle::Id> {
+pub(super) fn frames_of(pickle: &Pickle, block: pickle::Id) -> Option<pickle::Id> {
     match pickle.get(block, "frames") {
         Some(frames) => Some(frames),
         None => {

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::layout::{DeviceMemory, Failed};
 use super::pickle::Pickle;
+use super::stacks::Stacks;
 use super::{bad, memories, Segment};
 use crate::error::Result;
 use crate::import::source::Found;
@@ -143,6 +144,7 @@ pub(super) fn recorded(pickle: &Pickle, display: &str) -> Result<Option<Recorded
 /// The one snapshot of a Recorder's file.
 pub(super) fn emit(
     state: &BTreeMap<u64, Segment>,
+    stacks: &Stacks,
     recorded: Recorded,
     note_after: &str,
     emit: &mut dyn FnMut(Found) -> Result<()>,
@@ -158,7 +160,7 @@ pub(super) fn emit(
         .map(|segment| segment.device)
         .chain(recorded.devices.keys().copied())
         .collect();
-    let (memories, strings) = memories(state, &devices, &recorded.devices, failed);
+    let (memories, strings, calls) = memories(state, &devices, &recorded.devices, failed, stacks);
     let mut note = format!(
         "PyTorch allocator state recorded by memstate.torch.Recorder at step {} of rank {}",
         recorded.step, recorded.rank
@@ -189,6 +191,7 @@ pub(super) fn emit(
         note: Some(note),
         memories,
         strings,
+        calls,
         run: recorded.run,
         wall_time,
     })

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use super::layout::Failed;
 use super::pickle::{self, Pickle};
+use super::stacks::Stacks;
 use super::{event, Block, Segment, State};
 use crate::error::Result;
 
@@ -137,7 +138,7 @@ pub(super) struct Replayed {
 /// stopping at each `oom` event (and every `every` events) for `stop`, given the event's index.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn replay(
-    pickle: &Pickle,
+    (pickle, stacks): (&Pickle, &Stacks),
     order: &[(u32, pickle::Id)],
     range: std::ops::Range<usize>,
     replayed: &mut Replayed,
@@ -226,6 +227,10 @@ pub(super) fn replay(
                                             State::Active
                                         },
                                         provenance: None,
+                                        // As MemoryViz does: the free event's frames, which
+                                        // are the allocation's unless the trace recorded
+                                        // every context (`context="all"`).
+                                        stack: stacks.known(event.frames),
                                     },
                                 );
                             } else {
