@@ -4,7 +4,8 @@
 -- frame it is. Allocations without a stack (a dump that gives none) are left out. PyTorch blocks
 -- carry their whole stacks: every block allocated (active or pending free) counts. The joins
 -- go from the snapshot's stacks to their frames (CROSS JOIN keeps SQLite from scanning every
--- stack of the database).
+-- stack of the database); each parameter is named once (`chosen`), so that Datasette's form of
+-- it stays shallow enough for SQLite's parser.
 --
 -- @param snapshot_id  snapshot  the snapshot (snapshots.snapshot_id)
 -- @param memory_id    memory    the memory (memories.memory_id), or every memory of the snapshot (default all)
@@ -13,11 +14,14 @@
 -- @column bytes             bytes  bytes of the allocations whose stack holds the frame
 -- @column self_bytes        bytes  bytes of the allocations whose innermost frame it is
 -- @column allocation_count  count  allocations whose stack holds the frame
-WITH live AS (
+WITH chosen AS (
+    SELECT :snapshot_id AS snapshot_id, :memory_id AS memory_id
+),
+live AS (
     SELECT a.stack_id, sum(a.size) AS bytes, count(*) AS allocation_count
-    FROM allocations a
-    WHERE a.snapshot_id = :snapshot_id
-      AND (:memory_id = -1 OR a.memory_id = :memory_id)
+    FROM chosen c CROSS JOIN allocations a
+    WHERE a.snapshot_id = c.snapshot_id
+      AND (c.memory_id = -1 OR a.memory_id = c.memory_id)
       AND a.stack_id IS NOT NULL
     GROUP BY a.stack_id
 ),

@@ -300,13 +300,22 @@ pub fn datasette_sql(query: &Query) -> String {
             ParamKind::Snapshot => Some(snapshot_of(&given, memory.as_deref())),
             // The memory its id names on its own, else the one with that id on the snapshot's
             // node (where `latest` is the only node: no memory says which).
-            ParamKind::Memory => Some(match (&memory, &snapshot) {
-                (Some(alone), Some(snapshot)) => format!(
-                    "coalesce({alone}, {})",
-                    memory_of(&given, Some(&snapshot_of(snapshot, None)))
-                ),
-                _ => memory_of(&given, None),
-            }),
+            ParamKind::Memory => {
+                let one = match (&memory, &snapshot) {
+                    (Some(alone), Some(snapshot)) => format!(
+                        "coalesce({alone}, {})",
+                        memory_of(&given, Some(&snapshot_of(snapshot, None)))
+                    ),
+                    _ => memory_of(&given, None),
+                };
+                // Left blank (or `all`) where the query's default is every memory: -1, as
+                // `memstate report` binds it.
+                Some(if param.default.as_deref() == Some("all") {
+                    format!("CASE WHEN coalesce({given}, '') IN ('', 'all') THEN -1 ELSE {one} END")
+                } else {
+                    one
+                })
+            }
             ParamKind::Run if param.default.is_none() => {
                 Some(format!("coalesce(nullif({given}, ''), {ONLY_RUN})"))
             }

@@ -78,11 +78,17 @@ impl ServedDemo {
 
 /// None when Datasette is missing (and CI is not set).
 fn serve_demo() -> Option<ServedDemo> {
+    serve_made(demo_db)
+}
+
+/// Datasette serving the database `make` writes into a temporary folder, with memstate's
+/// metadata.
+fn serve_made(make: impl FnOnce(&Path) -> std::path::PathBuf) -> Option<ServedDemo> {
     if !crate::common::have("datasette", "to serve the demo database with memstate's metadata (.ci/run installs it from PyPI in a virtual environment)") {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
-    let db = demo_db(dir.path());
+    let db = make(dir.path());
     let metadata_path = dir.path().join("metadata.json");
     let output = crate::common::on_db(&db)
         .args(["datasette-metadata", "--out"])
@@ -260,8 +266,36 @@ fn datasette_answers_every_canned_query_as_memstate_report_does() {
     let Some(served) = serve_demo() else {
         return;
     };
+    // The demo's allocations carry no call stacks: the queries about them are asked of the
+    // golden run, whose allocations do (tests/data/run).
+    let stacks = |db: &Path| conn_value(db, "SELECT count(*) FROM stack_frames") > 0;
+    assert!(!stacks(&served.db));
+    let about_stacks = ["live-by-frame"];
+    let asked = canned_queries_agree(&served, "demo-seed1", |name| !about_stacks.contains(&name));
+    assert_eq!(
+        asked + about_stacks.len(),
+        memstate::query::canned::all().len()
+    );
+    let Some(golden) = serve_made(|dir| {
+        // Named as the demo's is: Datasette names a database by its file.
+        let db = dir.join("memstate.db");
+        crate::common::import(&db, &[&crate::common::data("run")], 0);
+        db
+    }) else {
+        return;
+    };
+    assert!(stacks(&golden.db));
+    let asked = canned_queries_agree(&golden, "golden", |name| about_stacks.contains(&name));
+    assert_eq!(asked, about_stacks.len());
+}
+
+/// Every canned query `wanted` picks, asked of Datasette with parameters left blank, given as
+/// ids and given in the other forms the command line takes, equals `memstate report`'s answer,
+/// which is not empty. How many were asked.
+fn canned_queries_agree(served: &ServedDemo, run: &str, wanted: impl Fn(&str) -> bool) -> usize {
     let (db, metadata) = (&served.db, &served.metadata);
     let get_json = |path: &str| served.get_json(path);
+    let mut asked = 0;
     // Every canned query, with parameters and with defaults left blank, equals memstate report.
     let conn = Connection::open(db).unwrap();
     let (snapshot_id, memory_id, snapshot_name, handle): (i64, i64, String, String) = conn
@@ -278,6 +312,10 @@ fn datasette_answers_every_canned_query_as_memstate_report_does() {
         .unwrap();
     assert_eq!(queries.len(), memstate::query::canned::all().len());
     for (name, query) in queries {
+        if !wanted(name) {
+            continue;
+        }
+        asked += 1;
         let params: Vec<&str> = query["params"]
             .as_array()
             .unwrap()
@@ -304,7 +342,7 @@ fn datasette_answers_every_canned_query_as_memstate_report_does() {
                     .unwrap_or_else(|| panic!("{name}: {param} is served but not declared"));
                 let value = match declared.kind {
                     ParamKind::Run if variant == "defaults" => String::new(),
-                    ParamKind::Run => "demo-seed1".to_string(),
+                    ParamKind::Run => run.to_string(),
                     ParamKind::Snapshot if variant == "forms" => snapshot_name.clone(),
                     ParamKind::Snapshot => snapshot_id.to_string(),
                     ParamKind::Memory if variant == "forms" => handle.clone(),
@@ -333,7 +371,7 @@ fn datasette_answers_every_canned_query_as_memstate_report_does() {
             let from_memstate: Value = serde_json::from_slice(&output.stdout).unwrap();
             assert!(
                 !from_memstate.as_array().unwrap().is_empty(),
-                "{name} ({variant}) gives rows on the demo"
+                "{name} ({variant}) gives rows on {run}"
             );
             assert_eq!(
                 from_datasette, from_memstate,
@@ -341,6 +379,7 @@ fn datasette_answers_every_canned_query_as_memstate_report_does() {
             );
         }
     }
+    asked
 }
 
 /// One value of a query on the database.

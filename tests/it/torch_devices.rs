@@ -32,6 +32,22 @@ fn events() -> Vec<(i64, &'static str, u64, u64)> {
     ]
 }
 
+/// torch-expandable.pickle imported with a snapshot after every event, into `dir`.
+fn every_event(dir: &std::path::Path) -> std::path::PathBuf {
+    let db = dir.join("t.db");
+    on_db(&db)
+        .args(["import", "--every", "1"])
+        .arg(fixture("torch-expandable.pickle"))
+        .assert()
+        .success();
+    db
+}
+
+/// The id of the snapshot rebuilt before the oom.
+fn oom_snapshot(db: &std::path::Path) -> String {
+    rows(db, "SELECT snapshot_id FROM snapshots WHERE reason = 'oom'")[0][0].clone()
+}
+
 /// A device's state in the second replay: mapped ranges (address -> (size, expandable)) and
 /// blocks (address -> (size, pending free)).
 #[derive(Default, Clone)]
@@ -102,12 +118,7 @@ fn after(count: usize) -> BTreeMap<i64, Device> {
 #[test]
 fn every_rebuilt_snapshot_of_an_expandable_run_is_the_state_after_its_event() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    on_db(&db)
-        .args(["import", "--every", "1"])
-        .arg(fixture("torch-expandable.pickle"))
-        .assert()
-        .success();
+    let db = every_event(dir.path());
     let mut expected_points: Vec<(&str, usize)> = (1..=9).map(|k| ("periodic", k)).collect();
     expected_points.extend([
         ("oom", 9),
@@ -190,16 +201,8 @@ fn every_rebuilt_snapshot_of_an_expandable_run_is_the_state_after_its_event() {
 #[test]
 fn memories_of_any_snapshot_give_each_devices_used_and_reserved_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    on_db(&db)
-        .args(["import", "--every", "1"])
-        .arg(fixture("torch-expandable.pickle"))
-        .assert()
-        .success();
-    let oom = &rows(
-        &db,
-        "SELECT snapshot_id FROM snapshots WHERE reason = 'oom'",
-    )[0][0];
+    let db = every_event(dir.path());
+    let oom = &oom_snapshot(&db);
     let output = on_db(&db)
         .args(["memories", "--snapshot", oom, "--format", "json"])
         .output()
@@ -381,16 +384,8 @@ fn whole_stacks_are_kept_and_live_bytes_summed_by_frame() {
 #[test]
 fn the_explorer_opens_on_the_failing_device() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("t.db");
-    on_db(&db)
-        .args(["import", "--every", "1"])
-        .arg(fixture("torch-expandable.pickle"))
-        .assert()
-        .success();
-    let oom = &rows(
-        &db,
-        "SELECT snapshot_id FROM snapshots WHERE reason = 'oom'",
-    )[0][0];
+    let db = every_event(dir.path());
+    let oom = &oom_snapshot(&db);
     assert_eq!(
         rows(&db, &format!("SELECT m.name, round(ms.fragmentation, 4) FROM memory_stats ms JOIN memories m USING (memory_id)
                             WHERE ms.snapshot_id = {oom} ORDER BY m.name")),
