@@ -5,7 +5,8 @@
 //! bounded. A dump then carries the frames and stacks its blocks use (format v1's `frames` and
 //! `stacks`).
 
-use std::collections::HashMap;
+// hashbrown's default hasher: a trace of 3M events looks its frame list up once an event.
+use hashbrown::HashMap;
 
 use super::pickle::{self, Pickle};
 use crate::dump::write;
